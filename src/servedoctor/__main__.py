@@ -1,0 +1,3 @@
+from servedoctor.cli import main
+
+main()

@@ -1,0 +1,21 @@
+"""What servedoctor knows about each inference server, kept as data."""
+
+from __future__ import annotations
+
+from servedoctor.engines.spec import (
+    EngineSpec,
+    PhaseMarker,
+    all_engines,
+    engine_for_command,
+    engine_for_lines,
+    get_engine,
+)
+
+__all__ = [
+    "EngineSpec",
+    "PhaseMarker",
+    "all_engines",
+    "engine_for_command",
+    "engine_for_lines",
+    "get_engine",
+]

@@ -1,0 +1,132 @@
+"""What we know about one inference server, as data: ``engines/data/<name>.yaml``.
+
+Phase patterns are shared by the diagnosis engine (phase of a failure) and the supervisor
+(live phase timeline); readiness, endpoints and default address serve the supervisor.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property, lru_cache
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from servedoctor.taxonomy import Phase
+
+DATA_DIR = Path(__file__).parent / "data"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PhaseMarker(_Strict):
+    """A log line that shows the server has entered ``phase``."""
+
+    phase: Phase
+    pattern: str
+    label: str = Field(description="short name shown in timelines, e.g. 'load weight begin'")
+    frequent: bool = Field(
+        default=False, description="printed per batch: the scanner keeps only the last one"
+    )
+
+    @cached_property
+    def regex(self) -> re.Pattern[str]:
+        return re.compile(self.pattern)
+
+
+class Progress(_Strict):
+    """A progress bar or counter the log prints: groups 'done' and 'total' (or 'percent')."""
+
+    name: str
+    pattern: str
+
+    @cached_property
+    def regex(self) -> re.Pattern[str]:
+        return re.compile(self.pattern)
+
+
+class EngineSpec(_Strict):
+    name: str
+    display: str
+    command: list[str] = Field(description="regexes over the joined argv that identify it")
+    log: list[str] = Field(default_factory=list, description="regexes over lines that identify it")
+    phases: list[PhaseMarker] = Field(default_factory=list)
+    ready: list[str] = Field(default_factory=list, description="log lines meaning 'ready'")
+    fatal: list[str] = Field(default_factory=list, description="log lines meaning 'dead'")
+    progress: list[Progress] = Field(default_factory=list)
+    config_dump: list[str] = Field(
+        default_factory=list, description="regexes whose group 1 is the effective config"
+    )
+    health_path: str | None = "/health"
+    models_path: str = "/v1/models"
+    chat_path: str = "/v1/chat/completions"
+    default_host: str = "127.0.0.1"
+    default_port: int = 8000
+    host_flags: list[str] = Field(default_factory=lambda: ["--host"])
+    port_flags: list[str] = Field(default_factory=lambda: ["--port"])
+
+    @cached_property
+    def command_re(self) -> list[re.Pattern[str]]:
+        return [re.compile(p) for p in self.command]
+
+    @cached_property
+    def log_re(self) -> list[re.Pattern[str]]:
+        return [re.compile(p) for p in self.log]
+
+    @cached_property
+    def ready_re(self) -> list[re.Pattern[str]]:
+        return [re.compile(p) for p in self.ready]
+
+    @cached_property
+    def fatal_re(self) -> list[re.Pattern[str]]:
+        return [re.compile(p) for p in self.fatal]
+
+    @cached_property
+    def config_re(self) -> list[re.Pattern[str]]:
+        return [re.compile(p) for p in self.config_dump]
+
+    def phase_of(self, text: str) -> PhaseMarker | None:
+        for marker in self.phases:
+            if marker.regex.search(text):
+                return marker
+        return None
+
+
+@lru_cache(maxsize=1)
+def all_engines() -> dict[str, EngineSpec]:
+    specs = {}
+    for path in sorted(DATA_DIR.glob("*.yaml")):
+        spec = EngineSpec.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+        specs[spec.name] = spec
+    return specs
+
+
+def get_engine(name: str) -> EngineSpec:
+    engines = all_engines()
+    if name not in engines:
+        from servedoctor.errors import UserError
+
+        raise UserError(f"unknown engine {name!r}; known: {', '.join(sorted(engines))}")
+    return engines[name]
+
+
+def engine_for_command(argv: list[str]) -> EngineSpec:
+    """The engine a server command runs; 'openai' (any OpenAI-compatible server) if unsure."""
+    joined = " ".join(argv)
+    for spec in all_engines().values():
+        if spec.name != "openai" and any(r.search(joined) for r in spec.command_re):
+            return spec
+    return all_engines()["openai"]
+
+
+def engine_for_lines(lines: list[str]) -> str | None:
+    """Guess the engine from a sample of log lines (first match by vote)."""
+    votes: dict[str, int] = {}
+    for spec in all_engines().values():
+        for text in lines:
+            if any(r.search(text) for r in spec.log_re):
+                votes[spec.name] = votes.get(spec.name, 0) + 1
+    return max(votes, key=lambda k: votes[k]) if votes else None

@@ -1,0 +1,139 @@
+"""The schema of a knowledge rule (YAML under ``knowledge/rules/``).
+
+A rule is data, like a semgrep rule: a signature that decides whether it fires, labels it
+gives the diagnosis, the documentation ``servedoctor rules show`` prints (written once,
+rendered everywhere, like ruff's rule docs), candidate changes and public references.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from servedoctor.model import Change, ChangeKind
+from servedoctor.taxonomy import Component, ErrorClass, Phase
+
+RULE_ID = re.compile(r"^[A-Z]{2,6}\d{3}$")
+KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Labels(_Strict):
+    """Labels a rule gives; ``None`` leaves the field to other evidence."""
+
+    error_class: ErrorClass | None = None
+    phase: Phase | None = None
+    component: Component | None = None
+    culprit: str | None = None
+
+
+class Conditions(_Strict):
+    """Extra conditions: all given ones must hold for the rule to fire."""
+
+    engine: list[str] = Field(default_factory=list)
+    arch: list[str] = Field(default_factory=list, description="sm_XY values, e.g. sm_120")
+    phase: list[Phase] = Field(default_factory=list)
+    error_class: list[ErrorClass] = Field(
+        default_factory=list, description="fires only when the diagnosis already has one of these"
+    )
+    flags: dict[str, str] = Field(
+        default_factory=dict,
+        description="flag name → regex its effective value must match ('*' = set at all)",
+    )
+
+
+class ChangeSpec(_Strict):
+    """One candidate change: ONE flag, env var or package pin, and what it tests."""
+
+    kind: ChangeKind
+    name: str
+    value: str | None = None
+    cause: str = Field(description="the hypothesis this change tests, in one sentence")
+    confidence: float = Field(default=0.5, ge=0.0, le=1.0)
+
+    def to_change(self) -> Change:
+        return Change(kind=self.kind, name=self.name, value=self.value)
+
+
+class Rule(_Strict):
+    id: str
+    name: str
+    status: Literal["preview", "stable", "deprecated", "removed"] = "stable"
+    area: Literal["diagnose", "preflight"] = "diagnose"
+    priority: int = Field(default=50, description="higher wins when several rules classify")
+    match: list[str] = Field(default_factory=list, description="regexes; any line matching fires")
+    match_all: list[str] = Field(
+        default_factory=list, description="regexes that must each match some line as well"
+    )
+    unless: list[str] = Field(default_factory=list, description="regexes that veto a match line")
+    when: Conditions = Field(default_factory=Conditions)
+    labels: Labels = Field(default_factory=Labels)
+    what: str
+    why: str
+    fix: str
+    example: str = ""
+    change_safety: str = ""
+    changes: list[ChangeSpec] = Field(default_factory=list)
+    references: list[str] = Field(default_factory=list)
+
+    @field_validator("id")
+    @classmethod
+    def _id_shape(cls, v: str) -> str:
+        if not RULE_ID.match(v):
+            raise ValueError(f"rule id {v!r} is not AREA+3 digits (e.g. OOM001)")
+        return v
+
+    @field_validator("name")
+    @classmethod
+    def _kebab(cls, v: str) -> str:
+        if not KEBAB.match(v):
+            raise ValueError(f"rule name {v!r} is not kebab-case")
+        return v
+
+    @field_validator("match", "match_all", "unless")
+    @classmethod
+    def _regexes_compile(cls, v: list[str]) -> list[str]:
+        for pattern in v:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"bad regex {pattern!r}: {exc}") from exc
+        return v
+
+    @field_validator("references")
+    @classmethod
+    def _public_urls(cls, v: list[str]) -> list[str]:
+        for url in v:
+            if not url.startswith("https://"):
+                raise ValueError(f"reference {url!r} is not a public https URL")
+        return v
+
+    @model_validator(mode="after")
+    def _has_signature(self) -> Rule:
+        if not (self.match or self.when.flags or self.when.arch):
+            raise ValueError(f"rule {self.id} has neither a line signature nor a condition")
+        return self
+
+    @cached_property
+    def match_re(self) -> list[re.Pattern[str]]:
+        return [re.compile(p) for p in self.match]
+
+    @cached_property
+    def match_all_re(self) -> list[re.Pattern[str]]:
+        return [re.compile(p) for p in self.match_all]
+
+    @cached_property
+    def unless_re(self) -> list[re.Pattern[str]]:
+        return [re.compile(p) for p in self.unless]
+
+    def hit(self, text: str) -> bool:
+        """Does this cleaned line match the rule's ``match`` and no ``unless``?"""
+        return any(r.search(text) for r in self.match_re) and not any(
+            r.search(text) for r in self.unless_re
+        )
