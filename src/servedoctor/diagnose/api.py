@@ -40,8 +40,13 @@ def diagnose_path(
     name = str(path)
     if name == "-":
         return diagnose_stream(
-            sys.stdin.buffer, name="<stdin>", engine=engine, phase_hint=phase_hint,
-            command_flags=command_flags, arch=arch, registry=registry,
+            sys.stdin.buffer,
+            name="<stdin>",
+            engine=engine,
+            phase_hint=phase_hint,
+            command_flags=command_flags,
+            arch=arch,
+            registry=registry,
         )
     p = Path(path)
     if not p.exists():
@@ -57,8 +62,13 @@ def diagnose_path(
                 raise UserError(f"{name}: binary file, not a text log")
             f.seek(0)
             return diagnose_stream(
-                f, name=name, engine=engine, phase_hint=phase_hint,
-                command_flags=command_flags, arch=arch, registry=registry,
+                f,
+                name=name,
+                engine=engine,
+                phase_hint=phase_hint,
+                command_flags=command_flags,
+                arch=arch,
+                registry=registry,
             )
     except PermissionError as exc:
         raise UserError(f"{name}: cannot read ({exc.strerror})") from exc
@@ -77,15 +87,20 @@ def diagnose_text(
     registry: Registry | None = None,
 ) -> Diagnosis:
     return diagnose_stream(
-        io.BytesIO(text.encode("utf-8")), name=name, engine=engine, phase_hint=phase_hint,
-        command_flags=command_flags, arch=arch, registry=registry,
+        io.BytesIO(text.encode("utf-8")),
+        name=name,
+        engine=engine,
+        phase_hint=phase_hint,
+        command_flags=command_flags,
+        arch=arch,
+        registry=registry,
     )
 
 
 def _looks_binary(head: bytes) -> bool:
     if b"\x00" in head:
         return True
-    controls = sum(1 for b in head if b < 9 or 13 < b < 32 and b != 27)
+    controls = sum(1 for b in head if b < 9 or (13 < b < 32 and b != 27))
     return controls > len(head) // 10
 
 
@@ -101,12 +116,14 @@ def diagnose_stream(
 ) -> Diagnosis:
     scanner = Scanner(stream)
     events = extract(scanner)
-    obs = observe(
-        events, engine=engine, command_flags=command_flags, last_line=scanner.stats.lines
-    )
+    obs = observe(events, engine=engine, command_flags=command_flags, last_line=scanner.stats.lines)
     return diagnose_observations(
-        obs, name=name, phase_hint=phase_hint, arch=arch,
-        registry=registry or default_registry(), stats=scanner.stats,
+        obs,
+        name=name,
+        phase_hint=phase_hint,
+        arch=arch,
+        registry=registry or default_registry(),
+        stats=scanner.stats,
     )
 
 
@@ -128,8 +145,12 @@ def _root_text(event: Event | None, hit: Hit | None) -> Text | None:
         return None
     if event.kind == "traceback" and event.fields.get("exc_line"):
         message = str(event.fields.get("message") or "").split("\n")[0]
-        return Text(int(event.fields["exc_line"]), f"{event.fields['exc_type']}: {message}",
-                    event, "exception")
+        return Text(
+            int(event.fields["exc_line"]),
+            f"{event.fields['exc_type']}: {message}",
+            event,
+            "exception",
+        )
     return Text(event.line, event.text, event, "line")
 
 
@@ -156,7 +177,7 @@ def diagnose_observations(
     else:
         error_class = None
 
-    extras = {
+    extras: dict[str, object] = {
         "lines": stats.lines if stats else None,
         "lines_read": stats.lines_cleaned if stats else None,
         "truncated": stats.truncated_last_line if stats else False,
@@ -165,8 +186,14 @@ def diagnose_observations(
     }
     if error_class is None:
         return Diagnosis(
-            file=name, error_class=None, phase=None, component=None, culprit=None,
-            summary="No failure found in the log.", engine=obs.engine, extras=extras,
+            file=name,
+            error_class=None,
+            phase=None,
+            component=None,
+            culprit=None,
+            summary="No failure found in the log.",
+            engine=obs.engine,
+            extras=extras,
         )
 
     root_text = _root_text(root_event, root_hit)
@@ -212,8 +239,12 @@ def diagnose_observations(
         hypotheses=rank(hypotheses),
         rules=tuple(
             dict.fromkeys(
-                [*(h.rule.id for h in ([root_hit] if root_hit else [])),
-                 *(h.rule.id for h in supporting), *(h.rule.id for h in context_hits)]
+                [
+                    *(h.rule.id for h in ([root_hit] if root_hit else [])),
+                    *(h.rule.id for h in classifiers),
+                    *(h.rule.id for h in supporting),
+                    *(h.rule.id for h in context_hits),
+                ]
             )
         ),
         engine=obs.engine,
@@ -268,7 +299,5 @@ def _summary(
     text = f"{error_class} during {phase or 'an unknown phase'}{where}{who}{what}"
     if sync_frame is not None:
         func = getattr(sync_frame, "func", "?")
-        text += (
-            f" — raised at a synchronisation point in {func}, not by the kernel that failed"
-        )
+        text += f" — raised at a synchronisation point in {func}, not by the kernel that failed"
     return text + ("" if text.endswith(".") else ".")

@@ -17,7 +17,7 @@ from servedoctor.logs.events import Frame
 from servedoctor.model import Change, Hypothesis
 
 LOCALISE_ID = "LOCALISE"
-_PLACEHOLDER = re.compile(r"\{([\w:]+)\}")
+_PLACEHOLDER = re.compile(r"\{([\w:]+)([+-]\d+(?:\.\d+)?)?\}")
 
 
 def _fill(template: str | None, groups: Mapping[str, str], obs: Observations) -> str | None:
@@ -28,11 +28,13 @@ def _fill(template: str | None, groups: Mapping[str, str], obs: Observations) ->
 
     def sub(m: re.Match[str]) -> str:
         nonlocal missing
-        key = m.group(1)
-        if key.startswith("flag:"):
-            value = obs.flag(key[5:])
-        else:
-            value = groups.get(key)
+        key, step = m.group(1), m.group(2)
+        value = obs.flag(key[5:]) if key.startswith("flag:") else groups.get(key)
+        if value is not None and step is not None:
+            try:
+                value = f"{float(value) + float(step):.2f}".rstrip("0").rstrip(".")
+            except ValueError:
+                value = None
         if value is None:
             missing = True
             return m.group(0)
@@ -50,10 +52,12 @@ def from_hits(hits: list[Hit], obs: Observations, *, root: Hit | None) -> list[H
         weight = 1.0 if hit is root else 0.85
         for n, spec in enumerate(hit.rule.changes, start=1):
             value = _fill(spec.value, hit.groups, obs)
+            if value is None and spec.default is not None:
+                value = spec.default
             name = _fill(spec.name, hit.groups, obs)
             if (spec.value is not None and value is None) or name is None:
                 continue  # the placeholder's text is not in this log
-            if spec.engines and obs.engine and obs.engine not in spec.engines:
+            if spec.engines and (obs.engine or "null") not in spec.engines:
                 continue
             change = Change(kind=spec.kind, name=name, value=value)
             current = obs.flag(spec.name) if spec.kind == "flag" else None

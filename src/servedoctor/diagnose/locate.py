@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass
 
 from servedoctor.diagnose.observe import Observations
-from servedoctor.engines import all_engines
 from servedoctor.diagnose.tables import tables
+from servedoctor.engines import all_engines
 from servedoctor.logs.events import Event, Frame
 
 #: Phase when nothing in the log says otherwise, by error class. Kernel faults happen
@@ -31,8 +31,14 @@ CLASS_PHASE: dict[str, str] = {
 
 #: Errors raised by a kernel while the model runs (not by set-up code).
 KERNEL_CLASSES = frozenset(
-    {"arch_unsupported", "illegal_memory_access", "device_assert", "cublas_error",
-     "triton_error", "numerical"}
+    {
+        "arch_unsupported",
+        "illegal_memory_access",
+        "device_assert",
+        "cublas_error",
+        "triton_error",
+        "numerical",
+    }
 )
 
 #: torch numbers each process group's collectives; a timeout of one of the first few
@@ -86,8 +92,14 @@ def frames_near(obs: Observations, root: Event | None) -> tuple[Frame, ...]:
     if not tracebacks:
         return ()
     # the traceback that holds the root line, else the nearest one before or after it
-    nearest = min(tracebacks, key=lambda e: 0 if e.line <= root.line <= e.last_line
-                  else min(abs(e.line - root.line), abs(e.last_line - root.line)))
+    nearest = min(
+        tracebacks,
+        key=lambda e: (
+            0
+            if e.line <= root.line <= e.last_line
+            else min(abs(e.line - root.line), abs(e.last_line - root.line))
+        ),
+    )
     return nearest.frames
 
 
@@ -145,7 +157,14 @@ def locate(
         message = f"{root_text}\n{root.fields['message']}"
     if root is not None:
         # detail lines printed right after a one-line error (llama.cpp, C++ stack lines)
-        after = [t.text for t in obs.texts if root.line < t.line <= root.last_line + 3]
+        after = [
+            t.text
+            for t in obs.texts
+            if root.line < t.line <= root.last_line + 3
+            and t.role == "line"
+            and t.event.kind not in ("traceback", "stack")
+            and t.event.rank == root.rank
+        ]
         message = "\n".join([message, *after])
         if error_class == "build_failure":
             # what a JIT compiler was building when it failed
@@ -198,8 +217,10 @@ def _phase(
             return phase, "frames"
         if candidate and error_class in KERNEL_CLASSES:
             spec = all_engines().get(obs.engine or "")
-            if spec is not None and spec.first_forward and any(
-                t.engine_init.search(_where(f)) for f in candidate
+            if (
+                spec is not None
+                and spec.first_forward
+                and any(t.engine_init.search(_where(f)) for f in candidate)
             ):
                 return spec.first_forward, "frames"
     phase = t.phase_of_text(message) or t.phase_of_text(

@@ -87,6 +87,13 @@ def match_rules(
 
 
 def _first_text(rule: Rule, texts: list[Text]) -> Hit | None:
+    """The earliest matching text; error lines are preferred over the code shown in frames."""
+    return _scan(rule, [t for t in texts if t.role != "frame"]) or _scan(
+        rule, [t for t in texts if t.role == "frame"]
+    )
+
+
+def _scan(rule: Rule, texts: list[Text]) -> Hit | None:
     for text in texts:
         for regex in rule.match_re:
             m = regex.search(text.text)

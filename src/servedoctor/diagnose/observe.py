@@ -125,7 +125,9 @@ def observe(
     command_flags: Mapping[str, str | None] | None = None,
     last_line: int = 0,
 ) -> Observations:
-    obs = Observations(events=events, last_line=last_line or max((e.last_line for e in events), default=0))
+    obs = Observations(
+        events=events, last_line=last_line or max((e.last_line for e in events), default=0)
+    )
     votes: dict[str, int] = {}
     for event in events:
         obs.texts.extend(_texts_of(event))
@@ -156,7 +158,9 @@ def observe(
         for name, n in text_votes.items():
             votes[name] = votes.get(name, 0) + 2 * n
         obs.engine = max(votes, key=lambda k: votes[k]) if votes else None
-    wanted = obs.engine if obs.engine in {p.fields["engine"] for p in obs.phases} else GENERIC_ENGINE
+    wanted = (
+        obs.engine if obs.engine in {p.fields["engine"] for p in obs.phases} else GENERIC_ENGINE
+    )
     obs.phases = [p for p in obs.phases if p.fields["engine"] == wanted]
     return obs
 

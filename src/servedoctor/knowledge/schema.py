@@ -59,7 +59,12 @@ class ChangeSpec(_Strict):
 
     kind: ChangeKind
     name: str
-    value: str | None = None
+    value: str | None = Field(
+        default=None,
+        description="may hold {group} (text the rule captured) or {flag:name±step} (a flag in "
+        "effect, optionally shifted by a number)",
+    )
+    default: str | None = Field(default=None, description="value when a placeholder is unknown")
     cause: str = Field(description="the hypothesis this change tests, in one sentence")
     confidence: float = Field(default=0.5, ge=0.0, le=1.0)
     engines: list[str] = Field(

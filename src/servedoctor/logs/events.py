@@ -10,6 +10,7 @@ warnings), phase markers of the engine specs, and the effective config dump.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -37,6 +38,7 @@ EventKind = Literal[
     "config",
     "notable",
     "jit",
+    "tail",
 ]
 
 
@@ -74,8 +76,11 @@ _TB_HEAD = re.compile(r"Traceback \(most recent call last\)")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in | in )(?P<func>\S+)')
 _BOX_FRAME = re.compile(r"│\s*(?P<file>[^\s│]+?):(?P<line>\d+) in (?P<func>[\w<>.]+)")
 _PYSPY_FRAME = re.compile(r"^\s{2,}(?P<func>[\w<>.]+) \((?P<file>[^()\s:]+):(?P<line>\d+)\)\s*$")
-_NATIVE_FRAME = re.compile(r"^\s*(?:frame #\d+: |\d+\s+0x[0-9a-f]{6,} )(?P<func>.+)$")
-_THREAD_HEAD = re.compile(r"^(?:Thread 0x[0-9a-f]+ \(most recent call first\)|Thread \d+ \((?:active|idle)[^)]*\)|Current thread 0x)")
+_NATIVE_FRAME = re.compile(r"^\s*(?:frame #\d+: |\d+\s+0x[0-9a-f]{6,} )(?P<func>.+)$")  # C++
+_THREAD_HEAD = re.compile(
+    r"^(?:Thread 0x[0-9a-f]+ \(most recent call first\)"
+    r"|Thread \d+ \((?:active|idle)[^)]*\)|Current thread 0x)"
+)
 _CHAIN = re.compile(
     r"During handling of the above exception|The above exception was the direct cause"
 )
@@ -89,7 +94,8 @@ _EXC_STANDALONE = re.compile(
 )
 _KERNEL_ASSERT = re.compile(
     r"(?P<file>[^\s:]+\.(?:cu|cuh|cpp|h|hpp|py)):(?P<line>\d+): (?P<kernel>[^:]+?):"
-    r"(?: block: \[[\d,\s]+\], thread: \[[\d,\s]+\])? Assertion [`'](?P<cond>.+?)['`]?(?: failed\.?)?$"
+    r"(?: block: \[[\d,\s]+\], thread: \[[\d,\s]+\])? "
+    r"Assertion [`'](?P<cond>.+?)['`]?(?: failed\.?)?$"
 )
 _NOTABLE = re.compile(
     r"(?i)error|fail|fatal|warn|assert|exception|unsupported|not supported|not compatible|"
@@ -215,8 +221,13 @@ class EventExtractor:
         if _THREAD_HEAD.match(text.strip()):
             yield from self._close(key)
             self._open[key] = _Traceback(
-                start=line.number, rank=line.rank, header=True, chained=False, stack=True,
-                last=line.number, header_text=text.strip(),
+                start=line.number,
+                rank=line.rank,
+                header=True,
+                chained=False,
+                stack=True,
+                last=line.number,
+                header_text=text.strip(),
             )
             return
         if _CHAIN.search(text):
@@ -228,12 +239,25 @@ class EventExtractor:
         if native is not None:
             if tb is None or not tb.native:
                 yield from self._close(key)
-                tb = _Traceback(start=line.number, rank=line.rank, header=False, chained=False,
-                                stack=True, native=True, last=line.number)
+                tb = _Traceback(
+                    start=line.number,
+                    rank=line.rank,
+                    header=False,
+                    chained=False,
+                    stack=True,
+                    native=True,
+                    last=line.number,
+                )
                 self._open[key] = tb
             if len(tb.frames) < MAX_FRAMES:
-                tb.frames.append(Frame(file="<native>", line=None,
-                                       func=native.group("func").strip()[:240], at=line.number))
+                tb.frames.append(
+                    Frame(
+                        file="<native>",
+                        line=None,
+                        func=native.group("func").strip()[:240],
+                        at=line.number,
+                    )
+                )
             tb.last = line.number
             yield from self._one_liners(line, inside_traceback=True)
             return
@@ -248,8 +272,11 @@ class EventExtractor:
             if tb is None or tb.exc_type is not None:
                 yield from self._close(key)
                 tb = _Traceback(
-                    start=line.number, rank=line.rank, header=False,
-                    chained=key in self._chain_pending, last=line.number,
+                    start=line.number,
+                    rank=line.rank,
+                    header=False,
+                    chained=key in self._chain_pending,
+                    last=line.number,
                     stack=" in " in text and ", in " not in text and "File" in text,
                 )
                 self._chain_pending.discard(key)
@@ -257,13 +284,18 @@ class EventExtractor:
                 orphan = self._orphan_code.pop(key, None)
                 if orphan is not None and line.number - orphan[0] <= 3:
                     # a truncated excerpt often starts with the code of a frame it cut off
-                    tb.frames.append(Frame(file="?", line=None, func="?", code=orphan[1],
-                                           at=orphan[0]))
+                    tb.frames.append(
+                        Frame(file="?", line=None, func="?", code=orphan[1], at=orphan[0])
+                    )
                     tb.start = orphan[0]
             if len(tb.frames) < MAX_FRAMES:
                 tb.frames.append(
-                    Frame(file=frame.group("file"), line=int(frame.group("line")),
-                          func=frame.group("func"), at=line.number)
+                    Frame(
+                        file=frame.group("file"),
+                        line=int(frame.group("line")),
+                        func=frame.group("func"),
+                        at=line.number,
+                    )
                 )
             tb.last = line.number
             return
@@ -281,8 +313,13 @@ class EventExtractor:
         if em:
             # an exception line without its traceback (an excerpt): keep its message lines
             self._open[key] = _Traceback(
-                start=line.number, rank=line.rank, header=False, chained=False,
-                exc_type=em.group("type"), message=[em.group("msg")], exc_line=line.number,
+                start=line.number,
+                rank=line.rank,
+                header=False,
+                chained=False,
+                exc_type=em.group("type"),
+                message=[em.group("msg")],
+                exc_line=line.number,
                 last=line.number,
             )
             yield from self._one_liners(line, inside_traceback=True)
@@ -327,7 +364,7 @@ class EventExtractor:
 
     def _close(self, key: str | None) -> Iterator[Event]:
         tb = self._open.pop(key, None)
-        if tb is not None and (tb.frames or tb.exc_type):
+        if tb is not None and (tb.frames or tb.exc_type or tb.header_text):
             yield tb.event()
 
     def _one_liners(self, line: Line, *, inside_traceback: bool = False) -> Iterator[Event]:
@@ -338,14 +375,24 @@ class EventExtractor:
             known = self._asserts.get(fold)
             if known is None:
                 self._asserts[fold] = Event(
-                    kind="kernel_assert", line=line.number, text=text, rank=line.rank,
-                    fields={"kernel": fold[0], "condition": fold[1],
-                            "source": f"{m.group('file')}:{m.group('line')}"},
+                    kind="kernel_assert",
+                    line=line.number,
+                    text=text,
+                    rank=line.rank,
+                    fields={
+                        "kernel": fold[0],
+                        "condition": fold[1],
+                        "source": f"{m.group('file')}:{m.group('line')}",
+                    },
                 )
             else:
                 self._asserts[fold] = Event(
-                    kind="kernel_assert", line=known.line, end_line=line.number,
-                    text=known.text, rank=known.rank, fields=known.fields,
+                    kind="kernel_assert",
+                    line=known.line,
+                    end_line=line.number,
+                    text=known.text,
+                    rank=known.rank,
+                    fields=known.fields,
                     count=known.count + 1,
                 )
             return
@@ -353,15 +400,28 @@ class EventExtractor:
             # every engine whose marker matches: which engine wrote the log is decided later
             marker = spec.phase_of(text) if spec.phases else None
             if marker is not None:
-                yield Event(kind="phase", line=line.number, text=text, rank=line.rank,
-                            fields={"phase": marker.phase, "label": marker.label,
-                                    "engine": spec.name, "frequent": marker.frequent})
+                yield Event(
+                    kind="phase",
+                    line=line.number,
+                    text=text,
+                    rank=line.rank,
+                    fields={
+                        "phase": marker.phase,
+                        "label": marker.label,
+                        "engine": spec.name,
+                        "frequent": marker.frequent,
+                    },
+                )
             for regex in spec.config_re:
                 cm = regex.search(text)
                 if cm:
-                    yield Event(kind="config", line=line.number, text=text[:200],
-                                rank=line.rank,
-                                fields={"engine": spec.name, "raw": cm.group(1)})
+                    yield Event(
+                        kind="config",
+                        line=line.number,
+                        text=text[:200],
+                        rank=line.rank,
+                        fields={"engine": spec.name, "raw": cm.group(1)},
+                    )
                     break
         matched_signal = False
         for signal in signals():
@@ -381,20 +441,30 @@ class EventExtractor:
             if seen:
                 continue
             matched_signal = True
-            yield Event(kind=signal.kind, line=line.number, text=text, rank=line.rank,
-                        fields=fields)
+            yield Event(
+                kind=signal.kind, line=line.number, text=text, rank=line.rank, fields=fields
+            )
         if inside_traceback:
             return
         em = _EXC_STANDALONE.match(text.strip())
         if em:
-            yield Event(kind="exception", line=line.number, text=text.strip(),
-                        rank=line.rank,
-                        fields={"exc_type": em.group("type"), "message": em.group("msg")})
+            yield Event(
+                kind="exception",
+                line=line.number,
+                text=text.strip(),
+                rank=line.rank,
+                fields={"exc_type": em.group("type"), "message": em.group("msg")},
+            )
         elif not matched_signal and (
             (line.level or "").upper() in _LOUD_LEVELS or _NOTABLE.search(text)
         ):
-            yield Event(kind="notable", line=line.number, text=text, rank=line.rank,
-                        fields={"level": line.level})
+            yield Event(
+                kind="notable",
+                line=line.number,
+                text=text,
+                rank=line.rank,
+                fields={"level": line.level},
+            )
 
     def finish(self) -> Iterator[Event]:
         for key in list(self._open):
@@ -403,6 +473,7 @@ class EventExtractor:
 
 
 MAX_EVENTS = 20_000
+TAIL_LINES = 16
 
 
 def extract(lines: Iterable[Line], engines: Iterable[EngineSpec] | None = None) -> list[Event]:
@@ -414,7 +485,9 @@ def extract(lines: Iterable[Line], engines: Iterable[EngineSpec] | None = None) 
     """
     extractor = EventExtractor(engines)
     events: list[Event] = []
+    tail: deque[Line] = deque(maxlen=TAIL_LINES)
     for line in lines:
+        tail.append(line)
         for event in extractor.feed(line):
             if (
                 event.kind == "phase"
@@ -430,6 +503,13 @@ def extract(lines: Iterable[Line], engines: Iterable[EngineSpec] | None = None) 
         if len(events) > MAX_EVENTS:
             events = _thin(events)
     events.extend(extractor.finish())
+    covered = {e.line for e in events}
+    # the last lines, whatever they say: where a log stops is evidence too (a stall)
+    events.extend(
+        Event(kind="tail", line=t.number, text=t.text, rank=t.rank)
+        for t in tail
+        if t.number not in covered and t.text.strip()
+    )
     events.sort(key=lambda e: e.line)
     return events
 

@@ -67,7 +67,8 @@ def _from_json(text: str) -> tuple[str, str | None, str | None] | None:
         return None
     if not isinstance(obj, dict):
         return None
-    fields = obj.get("fields") if isinstance(obj.get("fields"), dict) else {}
+    raw_fields = obj.get("fields")
+    fields: dict[str, object] = raw_fields if isinstance(raw_fields, dict) else {}
     message = fields.get("message") or obj.get("message") or obj.get("msg")
     if not isinstance(message, str):
         return None

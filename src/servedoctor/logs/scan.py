@@ -72,7 +72,9 @@ def _blocks(stream: BinaryIO, size: int) -> Iterator[bytes]:
         yield carry
 
 
-def _lines_of(block: bytes, first_number: int, start: int = 0, end: int | None = None) -> Iterator[Line]:
+def _lines_of(
+    block: bytes, first_number: int, start: int = 0, end: int | None = None
+) -> Iterator[Line]:
     """Clean the lines of ``block[start:end]``; ``first_number`` numbers ``block[start]``."""
     piece = block[start:end]
     if piece.endswith(b"\n"):
@@ -139,7 +141,9 @@ class Scanner:
                 yield from self._count(self._screen(old, old_number))
         for number, block in ring:
             yield from self._count(_lines_of(block, number))
-        self.stats.lines = next_number - 1 + (0 if last_block.endswith(b"\n") or not last_block else 1)
+        self.stats.lines = (
+            next_number - 1 + (0 if last_block.endswith(b"\n") or not last_block else 1)
+        )
         self.stats.truncated_last_line = bool(last_block) and not last_block.endswith(b"\n")
 
     def _count(self, lines: Iterator[Line]) -> Iterator[Line]:
