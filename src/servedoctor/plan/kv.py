@@ -26,10 +26,22 @@ QUANT_BLOCK = 128
 SCALE_BYTES = 4
 
 _KV_DTYPE_BYTES: dict[str, float] = {
-    "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "half": 2, "float32": 4,
-    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1, "mxfp8": 1,
-    "fp4_e2m1": 0.5, "nvfp4": 0.5, "fp4_mx_block16": 0.5,
-}  # fmt: skip
+    "bf16": 2,
+    "bfloat16": 2,
+    "fp16": 2,
+    "float16": 2,
+    "half": 2,
+    "float32": 4,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
+    "fp8_ds_mla": 1,
+    "mxfp8": 1,
+    "fp4_e2m1": 0.5,
+    "nvfp4": 0.5,
+    "fp4_mx_block16": 0.5,
+}
 
 
 def kv_dtype_bytes(kv_cache_dtype: str, model_dtype_bytes: int) -> float:

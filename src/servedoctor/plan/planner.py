@@ -52,7 +52,7 @@ class PlanInputs:
 class Plan:
     engine: Engine
     weights_gib_per_gpu: float
-    weights_exact: bool
+    weights_source: str
     kv: KVLayout
     kv_tokens: int
     kv_gib_per_gpu: float
@@ -94,8 +94,9 @@ def weights_for(model_dir: Path | None, model: ModelConfig) -> WeightSplit:
     return estimate_from_config(model)
 
 
-def make_plan(model: ModelConfig, inputs: PlanInputs, *, weights: WeightSplit | None = None) -> Plan:
-    rules = load_rules()
+def make_plan(
+    model: ModelConfig, inputs: PlanInputs, *, weights: WeightSplit | None = None
+) -> Plan:
     if inputs.tp < 1 or inputs.pp < 1 or inputs.dp < 1 or inputs.ep < 1:
         raise UserError("parallel sizes must be at least 1")
     if inputs.gpu_memory_gib <= 0:
@@ -104,15 +105,12 @@ def make_plan(model: ModelConfig, inputs: PlanInputs, *, weights: WeightSplit | 
         raise UserError("the memory fraction must be in (0, 1]")
     notes: list[str] = []
     if inputs.weights_gib_per_gpu is not None:
-        weights_gib, exact = inputs.weights_gib_per_gpu, True
-        notes.append("weights per GPU given on the command line")
+        weights_gib, exact = inputs.weights_gib_per_gpu, "given"
     else:
         split = weights if weights is not None else estimate_from_config(model)
         dp_attn = inputs.dp if inputs.dp_attention else 1
         weights_gib = split.per_gpu_gib(tp=inputs.tp, pp=inputs.pp, dp_attention=dp_attn)
-        exact = split.exact
-        if not exact:
-            notes.append("weights estimated from config.json (no safetensors headers read)")
+        exact = "exact, safetensors headers" if split.exact else "estimated from config.json"
     layout = kv_layout(model, kv_cache_dtype=inputs.kv_cache_dtype, tp=inputs.tp, pp=inputs.pp)
     context = inputs.context_length or model.max_context
     if inputs.engine == "sglang":
@@ -124,7 +122,7 @@ def _sglang(
     model: ModelConfig,
     inputs: PlanInputs,
     weights_gib: float,
-    exact: bool,
+    exact: str,
     layout: KVLayout,
     context: int,
     notes: list[str],
@@ -157,7 +155,7 @@ def _sglang(
     return Plan(
         engine="sglang",
         weights_gib_per_gpu=weights_gib,
-        weights_exact=exact,
+        weights_source=exact,
         kv=layout,
         kv_tokens=tokens,
         kv_gib_per_gpu=tokens * layout.bytes_per_token / GIB,
@@ -176,7 +174,7 @@ def _vllm(
     model: ModelConfig,
     inputs: PlanInputs,
     weights_gib: float,
-    exact: bool,
+    exact: str,
     layout: KVLayout,
     context: int,
     notes: list[str],
@@ -189,7 +187,7 @@ def _vllm(
     fraction = inputs.fraction if inputs.fraction is not None else 0.9
     non_torch = vl.non_torch_gib + (vl.nccl_gib if inputs.tp * inputs.pp > 1 else 0.0)
     act_token = activation_bytes_per_token(model, tp=inputs.tp, headroom=head)
-    logits = head.logits_buffers * model.vocab_size * 4 * min(seqs, batched)
+    logits = head.profile_logits_buffers * model.vocab_size * 4 * min(seqs, batched)
     peak = max(batched * act_token, logits) / GIB
     kv_gib = inputs.gpu_memory_gib * fraction - weights_gib - peak - non_torch
     block = inputs.page_size or vl.block_size
@@ -197,9 +195,10 @@ def _vllm(
     if tokens == 0:
         notes.append("no memory for the cache blocks: vLLM stops at startup")
     graph_bs = inputs.cuda_graph_max_bs or min(2 * seqs, 512)
-    needed = head.runtime_gib + graph_bs * decode_bytes_per_seq(
-        model, tp=inputs.tp, context=context, headroom=head
-    ) / GIB
+    needed = (
+        head.runtime_gib
+        + graph_bs * decode_bytes_per_seq(model, tp=inputs.tp, context=context, headroom=head) / GIB
+    )
     headroom = inputs.gpu_memory_gib * (1 - fraction)
     best = 1 - needed / inputs.gpu_memory_gib
     floor = (weights_gib + peak + non_torch) / inputs.gpu_memory_gib
@@ -207,7 +206,7 @@ def _vllm(
     return Plan(
         engine="vllm",
         weights_gib_per_gpu=weights_gib,
-        weights_exact=exact,
+        weights_source=exact,
         kv=layout,
         kv_tokens=tokens,
         kv_gib_per_gpu=tokens * layout.bytes_per_token / GIB,

@@ -81,6 +81,7 @@ class Headroom(_Strict):
     activation_hidden_buffers: int
     mlp_buffers: int
     logits_buffers: int
+    profile_logits_buffers: int
 
 
 class EngineRules(_Strict):

@@ -75,7 +75,9 @@ class WeightSplit:
         return self.per_gpu_bytes(tp=tp, pp=pp, dp_attention=dp_attention) / GIB
 
 
-def split_tensors(tensors: Iterable[TensorInfo], *, skip_mtp_layer: int | None = None) -> WeightSplit:
+def split_tensors(
+    tensors: Iterable[TensorInfo], *, skip_mtp_layer: int | None = None
+) -> WeightSplit:
     """Sum tensor bytes by kind. ``skip_mtp_layer``: index of a multi-token-prediction layer
     stored in the checkpoint but loaded only with speculative decoding."""
     sums: dict[str, int] = {"vocab": 0, "expert": 0, "replicated": 0, "tp": 0}
