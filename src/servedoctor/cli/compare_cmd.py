@@ -55,7 +55,7 @@ def compare_cmd(
             raise UserError(f"cannot read {log}: {exc}") from None
     result = compare(used, card=card, log_lines=lines, card_text=where)
     if as_json:
-        out.print_json(json.dumps(result.to_dict()))
+        typer.echo(json.dumps(result.to_dict(), indent=2))
         return
     table = Table(title=f"{used.engine}: model card · command · server")
     for column in ("flag", "card", "used", "server", "status", "why"):

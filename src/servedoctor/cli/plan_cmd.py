@@ -84,7 +84,7 @@ def plan_cmd(
     )
     plan = make_plan(config, inputs, weights=weights)
     if as_json:
-        out.print_json(json.dumps(plan.to_dict()))
+        typer.echo(json.dumps(plan.to_dict(), indent=2))
         return
     table = Table(title=f"{config.model_type} on {eng}, TP{tp} · {inputs.gpu_memory_gib:.1f} GiB")
     table.add_column("")

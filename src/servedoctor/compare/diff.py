@@ -200,19 +200,12 @@ def compare(
             continue
         spec = used.spec(flag)
         default = _norm(spec.default) if spec is not None else None
+        hint = f" — {spec.help}" if spec is not None and spec.help else ""
         if spec is not None and spec.default is None and _resolvable(flag):
-            rows.append(FlagRow(flag, None, None, eff, "server-changed", _CHOSE))
+            rows.append(FlagRow(flag, None, None, eff, "server-changed", _CHOSE + hint))
         elif default is not None and not _same(default, eff) and _resolvable(flag):
-            rows.append(
-                FlagRow(
-                    flag,
-                    None,
-                    None,
-                    eff,
-                    "server-changed",
-                    f"the server overrode its default ({default})",
-                )
-            )
+            why = f"the server overrode its default ({default}){hint}"
+            rows.append(FlagRow(flag, None, None, eff, "server-changed", why))
     masked = tuple(
         FlagRow(
             r.flag,
