@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from servedoctor.cli import compare_cmd as _compare_cmd  # noqa: F401  (registers verbs)
 from servedoctor.cli import diagnose_cmd, rules_cmd  # noqa: F401  (registers verbs)
+from servedoctor.cli import plan_cmd as _plan_cmd  # noqa: F401  (registers verbs)
 from servedoctor.cli.app import app, run_app
 
 __all__ = ["app", "main"]
