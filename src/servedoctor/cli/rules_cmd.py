@@ -34,16 +34,16 @@ def rules_list(
         out.print(json.dumps(records, indent=1), soft_wrap=True, highlight=False, markup=False)
         return
     table = Table(box=None, header_style="bold")
-    for column in ("id", "name", "area", "class", "component", "what it does"):
-        table.add_column(column, no_wrap=column != "what it does")
+    table.add_column("id", no_wrap=True, min_width=9)
+    table.add_column("name", overflow="fold")
+    table.add_column("class", no_wrap=True)
+    table.add_column("component", no_wrap=True)
     for rule in registry:
         table.add_row(
             rule.id,
             rule.name,
-            rule.area,
-            rule.labels.error_class or "·",
+            rule.labels.error_class or f"({rule.area})",
             rule.labels.component or "·",
-            rule.what,
         )
     out.print(table)
     out.print(f"{len(registry)} rules. `servedoctor rules show ID` explains one.")

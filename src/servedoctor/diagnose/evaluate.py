@@ -7,7 +7,7 @@ serving; component and culprit only count where the label knows them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,7 @@ class Score:
             "accuracy": {f: self.accuracy(f) for f in FIELDS},
             "scored": self.scored,
             "correct": self.correct,
-            "misses": [m.__dict__ for m in self.misses],
+            "misses": [asdict(m) for m in self.misses],
             "errors": self.errors,
         }
 

@@ -7,14 +7,12 @@ phase markers, and the engine the log came from.
 
 from __future__ import annotations
 
-import ast
-import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from servedoctor.engines import all_engines
+from servedoctor.engines.effective import parse_effective_config
 from servedoctor.logs.events import Event
 
 GENERIC_ENGINE = "openai"
@@ -36,38 +34,6 @@ class Text:
 
 def normalise_flag(name: str) -> str:
     return name.strip().lstrip("-").replace("-", "_").lower()
-
-
-def _literal(node: ast.expr) -> Any:
-    try:
-        return ast.literal_eval(node)
-    except (ValueError, SyntaxError, TypeError):
-        return ast.unparse(node)
-
-
-def parse_config_dump(raw: str) -> dict[str, Any]:
-    """``ServerArgs(a=1, b='x')``, ``{...}`` dicts, or ``k=v, k2=v2`` → a flat dict."""
-    raw = raw.strip()
-    try:
-        node = ast.parse(raw, mode="eval").body
-    except SyntaxError:
-        node = None
-    if isinstance(node, ast.Call):
-        return {kw.arg: _literal(kw.value) for kw in node.keywords if kw.arg}
-    if isinstance(node, ast.Dict):
-        value = _literal(node)
-        return value if isinstance(value, dict) else {}
-    try:
-        value = json.loads(raw)
-        if isinstance(value, dict):
-            return value
-    except ValueError:
-        pass
-    # tolerant fallback for truncated dumps: key=value pairs
-    return {
-        m.group(1): m.group(2).strip("'\"")
-        for m in re.finditer(r"(\w+)=('[^']*'|\"[^\"]*\"|[^,)\s]+)", raw)
-    }
 
 
 @dataclass
@@ -137,7 +103,7 @@ def observe(
                 votes[event.fields["engine"]] = votes.get(event.fields["engine"], 0) + 1
         elif event.kind == "config":
             votes[event.fields["engine"]] = votes.get(event.fields["engine"], 0) + 3
-            for key, value in parse_config_dump(event.fields["raw"]).items():
+            for key, value in (parse_effective_config(event.fields["line"]) or {}).items():
                 obs.flags[normalise_flag(key)] = _stringify(value)
                 obs.flag_sources[normalise_flag(key)] = "config"
         elif event.kind == "override":

@@ -420,7 +420,7 @@ class EventExtractor:
                         line=line.number,
                         text=text[:200],
                         rank=line.rank,
-                        fields={"engine": spec.name, "raw": cm.group(1)},
+                        fields={"engine": spec.name, "line": text},
                     )
                     break
         matched_signal = False
