@@ -18,8 +18,9 @@ _ELF64 = b"\x7fELF\x02\x01\x01" + b"\0" * 9
 def _fatbin(entries: list[tuple[int, int, int, int]]) -> bytes:
     body = b""
     for kind, arch, flags, payload in entries:
-        header = struct.pack("<HHIQIIHHIIIQQQ", kind, 0x101, 64, payload, 0, 0, 0, 1, arch, 0, 0,
-                             flags, 0, 0)
+        header = struct.pack(
+            "<HHIQIIHHIIIQQQ", kind, 0x101, 64, payload, 0, 0, 0, 1, arch, 0, 0, flags, 0, 0
+        )
         body += header + b"\0" * payload
     return struct.pack("<IHHQ", FATBIN_MAGIC, 1, 16, len(body)) + body
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from servedoctor.cli import diagnose_cmd, rules_cmd  # noqa: F401  (registers verbs)
-from servedoctor.cli import archscan_cmd, env_cmd, preflight_cmd  # noqa: F401
+from servedoctor.cli import archscan_cmd, diagnose_cmd, env_cmd, preflight_cmd, rules_cmd  # noqa: F401  (registers verbs)  # noqa: F401
 from servedoctor.cli.app import app, run_app
 
 __all__ = ["app", "main"]

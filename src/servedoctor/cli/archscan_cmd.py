@@ -72,7 +72,10 @@ def archscan_command(
         out.print(_line(result), markup=False, highlight=False, soft_wrap=True)
         if judgement and result.has_device_code:
             out.print(
-                f"  {judgement.how}: {judgement.message}", markup=False, highlight=False, soft_wrap=True
+                f"  {judgement.how}: {judgement.message}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
             )
     if not as_json:
         seconds = time.perf_counter() - started

@@ -24,7 +24,7 @@ def render_report(report: PreflightReport) -> list[str]:
         lines.append(f"  {risk.summary}")
         for item in risk.evidence:
             lines.append(f"  evidence: {item}")
-        for change, cause in zip(risk.changes, risk.causes):
+        for change, cause in zip(risk.changes, risk.causes, strict=True):
             lines.append(f"  change:   {change.describe()}  ({cause})")
         if risk.references:
             lines.append(f"  see:      {risk.references[0]}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from servedoctor.cli.app import app  # noqa: F401
+from servedoctor.cli.app import app
 
 
 @app.command("rules")

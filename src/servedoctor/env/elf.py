@@ -10,11 +10,11 @@ from __future__ import annotations
 import mmap
 import struct
 from dataclasses import dataclass
-from typing import Union
+from typing import TypeAlias
 
 #: What the readers take: bytes, or an mmap (sliced into bytes, never exported as a view,
 #: so the map can always be closed).
-Buffer = Union[bytes, bytearray, mmap.mmap]
+Buffer: TypeAlias = bytes | bytearray | mmap.mmap
 
 ELF_MAGIC = b"\x7fELF"
 EM_CUDA = 190

@@ -7,6 +7,7 @@ or a package is missing — it says so in ``notes``.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import platform
@@ -151,10 +152,8 @@ def probe_nvml(notes: list[str]) -> tuple[tuple[GpuInfo, ...], str | None, str |
         notes.append(f"NVML query failed: {_text(exc) or type(exc).__name__}")
         return (), None, None
     finally:
-        try:
+        with contextlib.suppress(Exception):
             pynvml.nvmlShutdown()
-        except Exception:
-            pass
 
 
 def _mig_mode(pynvml: Any, handle: Any) -> str | None:

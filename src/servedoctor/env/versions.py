@@ -169,8 +169,8 @@ def model_facts(
     remote = bool(config.get("auto_map"))
     if remote and not trust_remote_code:
         facts.append(
-            f"model-remote-code: the model's config.json maps classes to custom code "
-            f"(auto_map) and the command has no --trust-remote-code"
+            "model-remote-code: the model's config.json maps classes to custom code "
+            "(auto_map) and the command has no --trust-remote-code"
         )
     if isinstance(model_type, str) and known is not None and not remote:
         version, types = known
