@@ -16,10 +16,11 @@ import importlib.util
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from servedoctor.env.cuobjdump import cuobjdump_path
-from servedoctor.env.fatbin import is_library_name, scan_file
+from servedoctor.env.fatbin import ScanResult, is_library_name, scan_file
 
 CHUNK = 16 * 1024 * 1024
 
@@ -40,9 +41,9 @@ def read_all(files: list[Path]) -> int:
     return total
 
 
-def timed(label: str, files: list[Path], megabytes: float, fn: object) -> float:
+def timed(label: str, files: list[Path], megabytes: float, fn: Callable[[], object]) -> float:
     start = time.perf_counter()
-    fn()  # type: ignore[operator]
+    fn()
     seconds = time.perf_counter() - start
     rate = megabytes / seconds if seconds > 0 else float("inf")
     print(
@@ -64,7 +65,9 @@ def main() -> int:
             "give --path DIR to scan another folder"
         )
         return 0
-    files = sorted(p for p in root.rglob("*") if p.is_file() and is_library_name(p))
+    files = sorted(
+        p for p in root.rglob("*") if p.is_file() and not p.is_symlink() and is_library_name(p)
+    )
     if not files:
         print(f"no compiled libraries under {root}")
         return 0
@@ -72,7 +75,7 @@ def main() -> int:
     print(f"root: {root}")
     read_all(files)  # warm the page cache so both timings read from memory
     base = timed("baseline: read every byte", files, megabytes, lambda: read_all(files))
-    results = []
+    results: list[ScanResult] = []
     scan = timed(
         "archscan (mmap, headers)",
         files,

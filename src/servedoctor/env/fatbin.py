@@ -237,11 +237,16 @@ def is_library_name(path: Path) -> bool:
 
 
 def library_files(paths: list[Path]) -> list[Path]:
-    """Expand directories into the library files below them, keep files as given."""
+    """Expand directories into the library files below them (symlinks skipped: they would
+    count a library twice); files given by name are kept as given."""
     out: list[Path] = []
     for path in paths:
         if path.is_dir():
-            out += sorted(p for p in path.rglob("*") if p.is_file() and is_library_name(p))
+            out += sorted(
+                p
+                for p in path.rglob("*")
+                if p.is_file() and not p.is_symlink() and is_library_name(p)
+            )
         else:
             out.append(path)
     return out
