@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from servedoctor.diagnose.match import Hit
 from servedoctor.diagnose.observe import Observations
-from servedoctor.logs.events import Frame
+from servedoctor.logs.model import Frame
 from servedoctor.model import Change, Hypothesis
 
 LOCALISE_ID = "LOCALISE"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from servedoctor.diagnose.observe import Observations
 from servedoctor.diagnose.tables import tables
 from servedoctor.engines import all_engines
-from servedoctor.logs.events import Event, Frame
+from servedoctor.logs.model import Event, Frame
 
 #: Phase when nothing in the log says otherwise, by error class. Kernel faults happen
 #: where kernels run, serving; backend support is checked while the model is built.

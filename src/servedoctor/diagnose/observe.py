@@ -13,7 +13,7 @@ from typing import Any
 
 from servedoctor.engines import all_engines
 from servedoctor.engines.effective import parse_effective_config
-from servedoctor.logs.events import Event
+from servedoctor.logs.model import Event
 
 GENERIC_ENGINE = "openai"
 

@@ -2,9 +2,9 @@
 
 One pass, line by line, with a little state per rank (interleaved ranks each build their own
 traceback). Recognised: Python tracebacks (chained, truncated, rich-boxed), thread dumps
-(faulthandler, py-spy), CUDA kernel assertion floods folded into one event, the one-line
-signals of ``signals.yaml`` (CUDA errors, OOM with its numbers, NCCL, overrides, version
-warnings), phase markers of the engine specs, and the effective config dump.
+(faulthandler, py-spy), C++ backtraces, CUDA kernel assertion floods folded into one event,
+the one-line signals of ``signals.yaml`` (CUDA errors, OOM with its numbers, NCCL, overrides,
+version warnings, JIT builds), phase markers of the engine specs, and the config dump.
 """
 
 from __future__ import annotations
@@ -12,253 +12,36 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import yaml
-
-from servedoctor.engines import EngineSpec, PhaseMarker, all_engines
+from servedoctor.engines import EngineSpec, all_engines
 from servedoctor.logs.lines import Line
-
-EventKind = Literal[
-    "phase",
-    "traceback",
-    "stack",
-    "exception",
-    "kernel_assert",
-    "cuda_error",
-    "oom",
-    "nccl",
-    "fatal",
-    "override",
-    "version_warning",
-    "warning",
-    "config",
-    "notable",
-    "jit",
-    "tail",
-]
-
-
-@dataclass(frozen=True, slots=True)
-class Frame:
-    file: str
-    line: int | None
-    func: str
-    code: str = ""
-    at: int = 0
-
-    def render(self) -> str:
-        return f'File "{self.file}", line {self.line}, in {self.func}'
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    kind: EventKind
-    line: int
-    text: str
-    end_line: int = 0
-    rank: str | None = None
-    fields: dict[str, Any] = field(default_factory=dict)
-    frames: tuple[Frame, ...] = ()
-    count: int = 1
-
-    @property
-    def last_line(self) -> int:
-        return max(self.line, self.end_line)
-
-
-# --- patterns -------------------------------------------------------------------------
-
-_TB_HEAD = re.compile(r"Traceback \(most recent call last\)")
-_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in | in )(?P<func>\S+)')
-_BOX_FRAME = re.compile(r"│\s*(?P<file>[^\s│]+?):(?P<line>\d+) in (?P<func>[\w<>.]+)")
-_PYSPY_FRAME = re.compile(r"^\s{2,}(?P<func>[\w<>.]+) \((?P<file>[^()\s:]+):(?P<line>\d+)\)\s*$")
-_NATIVE_FRAME = re.compile(r"^\s*(?:frame #\d+: |\d+\s+0x[0-9a-f]{6,} )(?P<func>.+)$")  # C++
-_THREAD_HEAD = re.compile(
-    r"^(?:Thread 0x[0-9a-f]+ \(most recent call first\)"
-    r"|Thread \d+ \((?:active|idle)[^)]*\)|Current thread 0x)"
+from servedoctor.logs.model import Event, EventKind, Frame
+from servedoctor.logs.signals import any_signal, marker_index, oom_fields, phase_event, signals
+from servedoctor.logs.traceback import (
+    BOX_FRAME,
+    CHAIN,
+    EXC,
+    EXC_STANDALONE,
+    FRAME,
+    KERNEL_ASSERT,
+    MAX_FRAMES,
+    MAX_MESSAGE_LINES,
+    NATIVE_FRAME,
+    PYSPY_FRAME,
+    TB_HEAD,
+    THREAD_HEAD,
+    OpenTraceback,
 )
-_CHAIN = re.compile(
-    r"During handling of the above exception|The above exception was the direct cause"
-)
-_EXC = re.compile(
-    r"^(?P<type>(?:[A-Za-z_][\w]*\.)*\w*(?:Error|Exception|Interrupt|Exit|Failure|"
-    r"Resources|Warning|Abort)|KeyError|StopIteration|AssertionError|NotImplementedError|"
-    r"(?:[A-Za-z_][\w]*\.)+[A-Z]\w+)(?::\s?(?P<msg>.*))?$"
-)
-_EXC_STANDALONE = re.compile(
-    r"^(?P<type>(?:[A-Za-z_][\w]*\.)*\w*(?:Error|Exception)):\s?(?P<msg>.+)$"
-)
-_KERNEL_ASSERT = re.compile(
-    r"(?P<file>[^\s:]+\.(?:cu|cuh|cpp|h|hpp|py)):(?P<line>\d+): (?P<kernel>[^:]+?):"
-    r"(?: block: \[[\d,\s]+\], thread: \[[\d,\s]+\])? "
-    r"Assertion [`'](?P<cond>.+?)['`]?(?: failed\.?)?$"
-)
+
+__all__ = ["Event", "EventExtractor", "EventKind", "Frame", "extract"]
+
 _NOTABLE = re.compile(
     r"(?i)error|fail|fatal|warn|assert|exception|unsupported|not supported|not compatible|"
     r"insufficient|undefined symbol|cannot|could not|unable to|no module|not found|time(?:d )?out|"
     r"killed|abort|panic|invalid|mismatch|refused|denied|in use|\bnan\b|not implemented"
 )
 _LOUD_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL", "E", "F", "WARN", "WARNING", "W"})
-_SIZE = r"[\d.]+ ?[KMGT]i?B"
-_OOM_TRIED = re.compile(rf"Tried to allocate (?P<v>{_SIZE})")
-_OOM_CAP = re.compile(rf"total capacity of (?P<v>{_SIZE})")
-_OOM_FREE = re.compile(rf"(?P<v>{_SIZE}) is free")
-_OOM_REQ = re.compile(rf"Requested\s*:\s*(?P<v>{_SIZE})")
-
-
-@dataclass(frozen=True, slots=True)
-class Signal:
-    kind: EventKind
-    regex: re.Pattern[str]
-    name: str | None = None
-
-
-@lru_cache(maxsize=1)
-def signals() -> tuple[Signal, ...]:
-    raw = yaml.safe_load((Path(__file__).parent / "signals.yaml").read_text(encoding="utf-8"))
-    return tuple(
-        Signal(kind=s["kind"], regex=re.compile(s["pattern"]), name=s.get("name")) for s in raw
-    )
-
-
-def _scoped(pattern: str) -> str:
-    """A pattern that can sit inside an alternation: a leading (?i) becomes (?i:...).
-
-    Named groups become plain groups, since names repeat across the patterns combined.
-    """
-    pattern = re.sub(r"\(\?P<\w+>", "(?:", pattern)
-    if pattern.startswith("(?i)"):
-        return f"(?i:{pattern[4:]})"
-    return f"(?:{pattern})"
-
-
-@lru_cache(maxsize=1)
-def _any_signal() -> re.Pattern[str]:
-    return re.compile("|".join(_scoped(s.regex.pattern) for s in signals()))
-
-
-@dataclass(frozen=True)
-class _MarkerIndex:
-    """Engine phase markers, indexed so the common line costs a few regex searches."""
-
-    frequent: tuple[tuple[re.Pattern[str], tuple[tuple[EngineSpec, PhaseMarker], ...]], ...]
-    markers: tuple[tuple[EngineSpec, PhaseMarker], ...]
-    any_marker: re.Pattern[str]
-    any_config: re.Pattern[str]
-
-    def frequent_events(self, line: Line) -> list[Event]:
-        for regex, owners in self.frequent:
-            if regex.search(line.text):
-                return [_phase_event(line, spec, marker) for spec, marker in owners]
-        return []
-
-
-_INDEXES: dict[tuple[int, ...], _MarkerIndex] = {}
-
-
-def _marker_index(engines: tuple[EngineSpec, ...]) -> _MarkerIndex:
-    key = tuple(id(spec) for spec in engines)
-    if key not in _INDEXES:
-        _INDEXES[key] = _build_marker_index(engines)
-    return _INDEXES[key]
-
-
-def _build_marker_index(engines: tuple[EngineSpec, ...]) -> _MarkerIndex:
-    frequent: dict[str, list[tuple[EngineSpec, PhaseMarker]]] = {}
-    markers: list[tuple[EngineSpec, PhaseMarker]] = []
-    for spec in engines:
-        for marker in spec.phases:
-            if marker.frequent:
-                frequent.setdefault(marker.pattern, []).append((spec, marker))
-            else:
-                markers.append((spec, marker))
-    never = "(?!x)x"
-    return _MarkerIndex(
-        frequent=tuple((re.compile(p), tuple(o)) for p, o in frequent.items()),
-        markers=tuple(markers),
-        any_marker=re.compile("|".join(_scoped(m.pattern) for _, m in markers) or never),
-        any_config=re.compile(
-            "|".join(_scoped(r.pattern) for spec in engines for r in spec.config_re) or never
-        ),
-    )
-
-
-def _phase_event(line: Line, spec: EngineSpec, marker: PhaseMarker) -> Event:
-    return Event(
-        kind="phase",
-        line=line.number,
-        text=line.text,
-        rank=line.rank,
-        fields={
-            "phase": marker.phase,
-            "label": marker.label,
-            "engine": spec.name,
-            "frequent": marker.frequent,
-        },
-    )
-
-
-def _oom_fields(text: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, regex in (("tried", _OOM_TRIED), ("capacity", _OOM_CAP), ("free", _OOM_FREE)):
-        m = regex.search(text)
-        if m:
-            out[key] = m.group("v")
-    m = _OOM_REQ.search(text)
-    if m and "tried" not in out:
-        out["tried"] = m.group("v")
-    return out
-
-
-# --- traceback assembly ------------------------------------------------------------------
-
-
-@dataclass
-class _Traceback:
-    start: int
-    rank: str | None
-    header: bool
-    chained: bool
-    frames: list[Frame] = field(default_factory=list)
-    exc_type: str | None = None
-    message: list[str] = field(default_factory=list)
-    exc_line: int = 0
-    last: int = 0
-    boxed: bool = False
-    stack: bool = False
-    native: bool = False
-    header_text: str = ""
-
-    def event(self) -> Event:
-        text = (
-            f"{self.exc_type}: {self.message[0]}"
-            if self.exc_type and self.message
-            else (self.exc_type or (self.frames[-1].func if self.frames else "traceback"))
-        )
-        return Event(
-            kind="stack" if self.stack else "traceback",
-            line=self.start,
-            end_line=self.last,
-            text=text,
-            rank=self.rank,
-            frames=tuple(reversed(self.frames)) if self.stack else tuple(self.frames),
-            fields={
-                "exc_type": self.exc_type,
-                "message": "\n".join(self.message),
-                "exc_line": self.exc_line or None,
-                "truncated": not self.header,
-                "chained": self.chained,
-                "header": self.header_text,
-            },
-        )
-
-
-MAX_MESSAGE_LINES = 8
-MAX_FRAMES = 400
 
 
 class EventExtractor:
@@ -266,8 +49,8 @@ class EventExtractor:
 
     def __init__(self, engines: Iterable[EngineSpec] | None = None) -> None:
         self.engines = list(engines) if engines is not None else list(all_engines().values())
-        self._index = _marker_index(tuple(self.engines))
-        self._open: dict[str | None, _Traceback] = {}
+        self._index = marker_index(tuple(self.engines))
+        self._open: dict[str | None, OpenTraceback] = {}
         self._chain_pending: set[str | None] = set()
         self._asserts: dict[tuple[str, str], Event] = {}
         self._signal_counts: dict[tuple[str, str], int] = {}
@@ -288,9 +71,9 @@ class EventExtractor:
             yield from self._close(key)
             tb = None
 
-        if _TB_HEAD.search(text):
+        if TB_HEAD.search(text):
             yield from self._close(key)
-            self._open[key] = _Traceback(
+            self._open[key] = OpenTraceback(
                 start=line.number,
                 rank=line.rank,
                 header=True,
@@ -302,9 +85,9 @@ class EventExtractor:
             # "Scheduler hit an exception: Traceback..." is a fatal marker as well
             yield from self._one_liners(line)
             return
-        if _THREAD_HEAD.match(text.strip()):
+        if THREAD_HEAD.match(text.strip()):
             yield from self._close(key)
-            self._open[key] = _Traceback(
+            self._open[key] = OpenTraceback(
                 start=line.number,
                 rank=line.rank,
                 header=True,
@@ -314,16 +97,16 @@ class EventExtractor:
                 header_text=text.strip(),
             )
             return
-        if _CHAIN.search(text):
+        if CHAIN.search(text):
             yield from self._close(key)
             self._chain_pending.add(key)
             return
 
-        native = _NATIVE_FRAME.match(text)
+        native = NATIVE_FRAME.match(text)
         if native is not None:
             if tb is None or not tb.native:
                 yield from self._close(key)
-                tb = _Traceback(
+                tb = OpenTraceback(
                     start=line.number,
                     rank=line.rank,
                     header=False,
@@ -349,13 +132,13 @@ class EventExtractor:
             yield from self._close(key)
             tb = None
 
-        frame = _FRAME.match(text) or (_BOX_FRAME.search(text) if "│" in text else None)
+        frame = FRAME.match(text) or (BOX_FRAME.search(text) if "│" in text else None)
         if frame is None and tb is not None and tb.stack:
-            frame = _PYSPY_FRAME.match(text)
+            frame = PYSPY_FRAME.match(text)
         if frame is not None:
             if tb is None or tb.exc_type is not None:
                 yield from self._close(key)
-                tb = _Traceback(
+                tb = OpenTraceback(
                     start=line.number,
                     rank=line.rank,
                     header=False,
@@ -393,10 +176,10 @@ class EventExtractor:
 
         if text[:1].isspace() and text.strip():
             self._orphan_code[key] = (line.number, text.strip()[:300])
-        em = _EXC_STANDALONE.match(text.strip())
+        em = EXC_STANDALONE.match(text.strip())
         if em:
             # an exception line without its traceback (an excerpt): keep its message lines
-            self._open[key] = _Traceback(
+            self._open[key] = OpenTraceback(
                 start=line.number,
                 rank=line.rank,
                 header=False,
@@ -410,7 +193,7 @@ class EventExtractor:
             return
         yield from self._one_liners(line)
 
-    def _continue(self, tb: _Traceback, line: Line) -> bool:
+    def _continue(self, tb: OpenTraceback, line: Line) -> bool:
         """Code lines, the exception line and its message continue an open traceback."""
         text = line.text
         stripped = text.strip()
@@ -427,7 +210,7 @@ class EventExtractor:
             if stripped in ("...", "") and line.number - tb.last <= 1:
                 tb.last = line.number
                 return stripped == "..."
-            m = _EXC.match(stripped)
+            m = EXC.match(stripped)
             if m and not stripped.startswith("Traceback"):
                 tb.exc_type = m.group("type")
                 tb.message = [m.group("msg") or ""]
@@ -438,7 +221,7 @@ class EventExtractor:
         # message continuation: until a blank line or a structural line
         if not stripped or len(tb.message) >= MAX_MESSAGE_LINES:
             return False
-        if _FRAME.match(text) or _TB_HEAD.search(text) or _KERNEL_ASSERT.search(text):
+        if FRAME.match(text) or TB_HEAD.search(text) or KERNEL_ASSERT.search(text):
             return False
         if line.number - tb.last > 1:
             return False
@@ -453,7 +236,7 @@ class EventExtractor:
 
     def _one_liners(self, line: Line, *, inside_traceback: bool = False) -> Iterator[Event]:
         text = line.text
-        m = _KERNEL_ASSERT.search(text)
+        m = KERNEL_ASSERT.search(text)
         if m:
             fold = (m.group("kernel").strip(), m.group("cond"))
             known = self._asserts.get(fold)
@@ -483,7 +266,7 @@ class EventExtractor:
         if self._index.any_marker.search(text):
             for spec, marker in self._index.markers:
                 if marker.regex.search(text):
-                    yield _phase_event(line, spec, marker)
+                    yield phase_event(line, spec, marker)
         if self._index.any_config.search(text):
             for spec in self.engines:
                 if any(r.search(text) for r in spec.config_re):
@@ -496,7 +279,7 @@ class EventExtractor:
                     )
                     break
         matched_signal = False
-        for signal in signals() if _any_signal().search(text) else ():
+        for signal in signals() if any_signal().search(text) else ():
             sm = signal.regex.search(text)
             if sm is None:
                 continue
@@ -504,7 +287,7 @@ class EventExtractor:
                 continue
             fields: dict[str, Any] = {k: v for k, v in sm.groupdict().items() if v}
             if signal.kind == "oom":
-                fields.update(_oom_fields(text))
+                fields.update(oom_fields(text))
             if signal.name:
                 fields["name"] = signal.name
             dedup = (signal.kind, text if signal.kind != "nccl" else text[:80])
@@ -518,7 +301,7 @@ class EventExtractor:
             )
         if inside_traceback:
             return
-        em = _EXC_STANDALONE.match(text.strip())
+        em = EXC_STANDALONE.match(text.strip())
         if em:
             yield Event(
                 kind="exception",
