@@ -23,7 +23,9 @@ from pathlib import Path
 HEADER = (
     "[2026-03-02 14:20:01] server_args=ServerArgs(model_path='/models/GLM-5-NVFP4', "
     "kv_cache_dtype='fp8_e4m3', mem_fraction_static=0.88, tp_size=8, attention_backend='flashinfer')\n"
-    + "".join(f"[2026-03-02 14:20:12 TP{r}] Load weight begin. avail mem=94.17 GB\n" for r in range(8))
+    + "".join(
+        f"[2026-03-02 14:20:12 TP{r}] Load weight begin. avail mem=94.17 GB\n" for r in range(8)
+    )
     + "".join(
         f"[2026-03-02 14:20:46 TP{r}] KV Cache is allocated. #tokens: 425664, KV size: 24.37 GB\n"
         for r in range(8)
@@ -57,7 +59,7 @@ def block(i: int) -> str:
             f"#cached-token: {i % 300}, token usage: 0.01, #running-req: {i % 97}, #queue-req: 0, \n"
         )
         lines.append(
-            f'[2026-03-02 15:00:{s:02d}] INFO:     127.0.0.1:{40000 + i % 20000} - '
+            f"[2026-03-02 15:00:{s:02d}] INFO:     127.0.0.1:{40000 + i % 20000} - "
             '"POST /v1/chat/completions HTTP/1.1" 200 OK\n'
         )
     if i % 5000 == 0:
@@ -111,11 +113,17 @@ def main() -> None:
         print(sd.stderr)
         raise SystemExit("servedoctor failed")
     diagnosis = json.loads(sd.stdout)
-    print(f"diagnosis: {diagnosis['error_class']} / {diagnosis['phase']} / {diagnosis['component']}")
-    print(f"grep -c:      {grep_s:7.2f} s  {size / grep_s / 1e6:8.0f} MB/s  (count {grep.stdout.strip()})")
+    print(
+        f"diagnosis: {diagnosis['error_class']} / {diagnosis['phase']} / {diagnosis['component']}"
+    )
+    print(
+        f"grep -c:      {grep_s:7.2f} s  {size / grep_s / 1e6:8.0f} MB/s  (count {grep.stdout.strip()})"
+    )
     print(f"servedoctor:  {sd_s:7.2f} s  {size / sd_s / 1e6:8.0f} MB/s  (goal >= 100 MB/s)")
     print(f"ratio servedoctor/grep time: {sd_s / grep_s:.1f}x")
-    print(f"peak RSS of children (max of grep, servedoctor): {peak_kib / 1024:.0f} MiB (goal < 200 MiB)")
+    print(
+        f"peak RSS of children (max of grep, servedoctor): {peak_kib / 1024:.0f} MiB (goal < 200 MiB)"
+    )
     if not args.keep:
         log.unlink()
         os.rmdir(tmp)
