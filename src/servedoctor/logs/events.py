@@ -358,7 +358,7 @@ def extract(lines: Iterable[Line], engines: Iterable[EngineSpec] | None = None) 
         if len(events) > MAX_EVENTS:
             events = _thin(events)
     events.extend(extractor.finish())
-    covered = {e.line for e in events}
+    covered = {n for e in events for n in range(e.line, e.last_line + 1)}
     # the last lines, whatever they say: where a log stops is evidence too (a stall)
     events.extend(
         Event(kind="tail", line=t.number, text=t.text, rank=t.rank)
