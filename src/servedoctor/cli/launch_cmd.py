@@ -102,6 +102,6 @@ def launch_cmd(
         sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
         sys.stdout.flush()
     else:
-        out.print(render_result(result), highlight=False)
+        out.print(render_result(result), highlight=False, soft_wrap=True)
     code = {"healthy": EXIT_HEALTHY, "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
     raise typer.Exit(code[result.outcome])

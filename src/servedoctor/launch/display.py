@@ -18,6 +18,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from servedoctor.launch.process import describe_exit
 from servedoctor.launch.types import LaunchEvent, RunResult, SmokeResult
 from servedoctor.redact import redact_text
 
@@ -165,7 +166,7 @@ def render_result(result: RunResult) -> RenderableType:
             parts.append(Text(f"  try: {change} — {h.cause} ({h.confidence:.0%})"))
     tail: list[Any] = [f"leftover processes: {result.leftover_processes}"]
     if result.exit_code is not None:
-        tail.append(f"exit code {result.exit_code}")
+        tail.append(f"server {describe_exit(result.exit_code)}")
     if result.gpu is not None:
         g = result.gpu
         released = {True: "released", False: "NOT released", None: "?"}[g.released]

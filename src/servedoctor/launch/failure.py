@@ -29,7 +29,7 @@ def complete(diagnosis: Diagnosis, failure: Failure, *, log: Path, engine: str) 
         if diagnosis.phase is None:
             return dataclasses.replace(diagnosis, phase=failure.phase)
         return diagnosis
-    evidence = diagnosis.evidence or _tail(log)
+    evidence = diagnosis.evidence or _tail(log, upto=failure.log_lines)
     return dataclasses.replace(
         diagnosis,
         file=str(log),
@@ -42,11 +42,14 @@ def complete(diagnosis: Diagnosis, failure: Failure, *, log: Path, engine: str) 
     )
 
 
-def _tail(log: Path) -> tuple[Evidence, ...]:
+def _tail(log: Path, *, upto: int | None = None) -> tuple[Evidence, ...]:
+    """The last non-empty lines up to line ``upto`` (what the log said before the failure)."""
     try:
         lines = log.read_text(encoding="utf-8", errors="replace").split("\n")
     except OSError:
         return ()
     numbered = [(i + 1, text.split("\r")[-1]) for i, text in enumerate(lines)]
+    if upto:
+        numbered = numbered[:upto]
     kept = [(n, t) for n, t in numbered if t.strip()][-_TAIL_LINES:]
     return tuple(Evidence(n, t, "context") for n, t in kept)

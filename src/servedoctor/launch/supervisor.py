@@ -275,7 +275,7 @@ class _Supervisor:
                     next_probe = mono + _READY_POLL_S
                     if self._probe_ready():
                         self.ready_at = self.now()
-                        self.timeline.enter("serving", "ready", mono)
+                        self.timeline.mark_ready(mono)
                         self.emit("ready", f"ready after {self.ready_at:.1f} s")
                         self.model = model_name(self.client, self.endpoint)
                         request = self._start("smoke")
@@ -445,7 +445,7 @@ class _Supervisor:
     def _failure(
         self, kind: FailureKind, detail: str, phase: str, *, line: int | None = None
     ) -> Failure:
-        return Failure(kind, phase, redact_text(detail), self.now(), line)
+        return Failure(kind, phase, redact_text(detail), self.now(), line, self.last_line_number)
 
     def _drain(self, timeout: float) -> None:
         """Take the log lines read so far (waiting up to ``timeout`` for the first)."""
@@ -462,7 +462,7 @@ class _Supervisor:
                 return
 
     def _take(self, line: LogLine) -> None:
-        if not line.partial:
+        if not line.partial and line.text:
             self.last_line_number = line.number
         self.last_activity = max(self.last_activity, line.t)
         facts = self.timeline.feed(line.number, line.text, line.t, partial=line.partial)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from servedoctor.engines import EngineSpec
 from servedoctor.launch.types import PhaseSpan
+from servedoctor.taxonomy import PHASE_ORDER
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
@@ -59,6 +60,12 @@ class Timeline:
         self.memory_gib: dict[str, float] = {}
         self.ready_seen = False
         self.fatal_line: tuple[int, str] | None = None
+        self._serving = False
+
+    def mark_ready(self, t: float) -> None:
+        """The probes found the server ready: later start-up markers are late log lines."""
+        self.enter("serving", "ready", t)
+        self._serving = True
 
     @property
     def phase(self) -> str:
@@ -97,7 +104,12 @@ class Timeline:
         spec = self._spec
         changed = False
         marker = spec.phase_of(line)
-        if marker is not None:
+        late = (
+            self._serving and PHASE_ORDER[marker.phase] < PHASE_ORDER["serving"]
+            if marker
+            else False
+        )
+        if marker is not None and not late:
             changed = self.enter(marker.phase, marker.label, t)
         progress = None
         for bar in spec.progress:

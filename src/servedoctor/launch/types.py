@@ -118,6 +118,7 @@ class Failure:
     detail: str
     at_s: float
     line: int | None = None  # 1-based log line, for a fatal line
+    log_lines: int | None = None  # lines in the log when the failure was seen
 
     @property
     def is_hang(self) -> bool:
