@@ -258,7 +258,9 @@ class _Supervisor:
                     return pending
                 phase = self._phase(request)
                 self._settle_request(request, stage)
-                return self._failure("process_exit", f"the server {describe_exit(code)}", phase)
+                return self._failure(
+                    "process_exit", f"server process ended: {describe_exit(code)}", phase
+                )
             if mono >= next_snapshot:
                 next_snapshot = mono + _SNAPSHOT_S
                 self.proc.snapshot()
@@ -398,7 +400,9 @@ class _Supervisor:
             code = self.proc.poll()
             if code is not None:
                 return self._failure(
-                    "process_exit", f"the server {describe_exit(code)} during the {what}", phase
+                    "process_exit",
+                    f"server process ended: {describe_exit(code)}, during the {what}",
+                    phase,
                 )
             time.sleep(0.05)
         if result.timed_out:
@@ -425,7 +429,7 @@ class _Supervisor:
     def _fatal_failure(self, code: int | None) -> Failure:
         assert self.timeline.fatal_line is not None
         number, text = self.timeline.fatal_line
-        tail = "" if code is None else f" (then the server {describe_exit(code)})"
+        tail = "" if code is None else f" (then the server process ended: {describe_exit(code)})"
         return self._failure(
             "fatal_line",
             f"fatal log line {number}: {text.strip()}{tail}",
