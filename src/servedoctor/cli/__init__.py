@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from servedoctor.cli import diagnose_cmd, launch_cmd, rules_cmd  # noqa: F401  (registers verbs)
+# Importing a verb module registers its command on the app.
+from servedoctor.cli import (  # noqa: F401
+    archscan_cmd,
+    compare_cmd,
+    diagnose_cmd,
+    env_cmd,
+    launch_cmd,
+    plan_cmd,
+    preflight_cmd,
+    rules_cmd,
+)
 from servedoctor.cli.app import app, run_app
 
 __all__ = ["app", "main"]

@@ -1,0 +1,78 @@
+"""Python tracebacks, thread dumps and C++ backtraces being assembled line by line."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from servedoctor.logs.model import Event, Frame
+
+TB_HEAD = re.compile(r"Traceback \(most recent call last\)")
+FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in | in )(?P<func>\S+)')
+BOX_FRAME = re.compile(r"│\s*(?P<file>[^\s│]+?):(?P<line>\d+) in (?P<func>[\w<>.]+)")
+PYSPY_FRAME = re.compile(r"^\s{2,}(?P<func>[\w<>.]+) \((?P<file>[^()\s:]+):(?P<line>\d+)\)\s*$")
+NATIVE_FRAME = re.compile(r"^\s*(?:frame #\d+: |\d+\s+0x[0-9a-f]{6,} )(?P<func>.+)$")  # C++
+THREAD_HEAD = re.compile(
+    r"^(?:Thread 0x[0-9a-f]+ \(most recent call first\)"
+    r"|Thread \d+ \((?:active|idle)[^)]*\)|Current thread 0x)"
+)
+CHAIN = re.compile(
+    r"During handling of the above exception|The above exception was the direct cause"
+)
+EXC = re.compile(
+    r"^(?P<type>(?:[A-Za-z_][\w]*\.)*\w*(?:Error|Exception|Interrupt|Exit|Failure|"
+    r"Resources|Warning|Abort)|KeyError|StopIteration|AssertionError|NotImplementedError|"
+    r"(?:[A-Za-z_][\w]*\.)+[A-Z]\w+)(?::\s?(?P<msg>.*))?$"
+)
+EXC_STANDALONE = re.compile(
+    r"^(?P<type>(?:[A-Za-z_][\w]*\.)*\w*(?:Error|Exception)):\s?(?P<msg>.+)$"
+)
+KERNEL_ASSERT = re.compile(
+    r"(?P<file>[^\s:]+\.(?:cu|cuh|cpp|h|hpp|py)):(?P<line>\d+): (?P<kernel>[^:]+?):"
+    r"(?: block: \[[\d,\s]+\], thread: \[[\d,\s]+\])? "
+    r"Assertion [`'](?P<cond>.+?)['`]?(?: failed\.?)?$"
+)
+
+
+@dataclass
+class OpenTraceback:
+    start: int
+    rank: str | None
+    header: bool
+    chained: bool
+    frames: list[Frame] = field(default_factory=list)
+    exc_type: str | None = None
+    message: list[str] = field(default_factory=list)
+    exc_line: int = 0
+    last: int = 0
+    boxed: bool = False
+    stack: bool = False
+    native: bool = False
+    header_text: str = ""
+
+    def event(self) -> Event:
+        text = (
+            f"{self.exc_type}: {self.message[0]}"
+            if self.exc_type and self.message
+            else (self.exc_type or (self.frames[-1].func if self.frames else "traceback"))
+        )
+        return Event(
+            kind="stack" if self.stack else "traceback",
+            line=self.start,
+            end_line=self.last,
+            text=text,
+            rank=self.rank,
+            frames=tuple(reversed(self.frames)) if self.stack else tuple(self.frames),
+            fields={
+                "exc_type": self.exc_type,
+                "message": "\n".join(self.message),
+                "exc_line": self.exc_line or None,
+                "truncated": not self.header,
+                "chained": self.chained,
+                "header": self.header_text,
+            },
+        )
+
+
+MAX_MESSAGE_LINES = 8
+MAX_FRAMES = 400
