@@ -93,7 +93,7 @@ for name, ok in checks:
 print("failure:", json.dumps(d.get("failure")))
 print("smoke:", json.dumps({k: smoke.get(k) for k in ("ok", "status", "tokens", "ttft_s", "latency_s", "error")}))
 print("liveness:", json.dumps({k: live.get(k) for k in ("ok", "status", "error")}))
-print("diagnosis:", json.dumps({k: diag.get(k) for k in ("error_class", "phase", "component", "summary", "rules")}))
+print("diagnosis:", json.dumps({k: diag.get(k) for k in ("error_class", "phase", "component", "culprit", "summary")}))
 print("gpu:", json.dumps(gpu), "gpu_peak_mib:", d.get("gpu_peak_mib"))
 print("phases:", " → ".join(f"{p['name']}({p['start']}-{p['end']})" for p in d.get("phases", [])))
 asserts = [l for l in log.splitlines() if "Assertion" in l]

@@ -37,7 +37,8 @@ def complete(diagnosis: Diagnosis, failure: Failure, *, log: Path, engine: str) 
         error_class="hang" if failure.is_hang else "other",
         phase=diagnosis.phase or failure.phase,
         component=diagnosis.component or "unknown",
-        summary=diagnosis.summary or f"{failure.kind.replace('_', ' ')}: {failure.detail}",
+        # The engine's summary of a log without a failure says so; the supervisor saw one.
+        summary=f"{failure.kind.replace('_', ' ')}: {failure.detail}",
         evidence=evidence,
     )
 
