@@ -13,13 +13,13 @@ _SECRET_NAME = re.compile(
 )
 #: Secret-looking values wherever they appear (HF, OpenAI, GitHub, AWS, Bearer headers).
 _SECRET_VALUE = re.compile(
-    r"(?x)(
+    r"""(?x)(
         hf_[A-Za-z0-9]{20,}
       | sk-[A-Za-z0-9_-]{16,}
       | gh[pousr]_[A-Za-z0-9]{20,}
       | AKIA[0-9A-Z]{16}
       | (?<=Bearer\s)[A-Za-z0-9._~+/-]{8,}=*
-    )"
+    )"""
 )
 
 
