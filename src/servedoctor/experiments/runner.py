@@ -95,6 +95,7 @@ class TrialRunner:
                 gpu_peak_mib=old.gpu_peak_mib,
                 exit_code=old.exit_code,
                 run_dir=old.run_dir,
+                against=old.against,
                 replayed=True,
             )
         else:
@@ -123,6 +124,7 @@ class TrialRunner:
                 gpu_peak_mib=report.gpu_peak_mib,
                 exit_code=report.exit_code,
                 run_dir=report.run_dir,
+                against=reference[0] if reference else None,
             )
         self.trials.append(trial)
         if trial.outcome != "interrupted" and not key[0]:

@@ -58,6 +58,7 @@ class Trial:
     gpu_peak_mib: float | None = None
     exit_code: int | None = None
     run_dir: str | None = None
+    against: str | None = None  # error_class of the failure this trial tried to get past
     replayed: bool = field(default=False, compare=False)
 
     @property
@@ -90,6 +91,7 @@ class Trial:
             "gpu_peak_mib": self.gpu_peak_mib,
             "exit_code": self.exit_code,
             "run_dir": self.run_dir,
+            "against": self.against,
         }
 
 
