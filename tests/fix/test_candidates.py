@@ -10,7 +10,7 @@ from servedoctor.model import REMOVE, Change, Evidence
 EMPTY = Registry(rules=(), sources={})
 CMD = [
     "python", "-m", "sglang.launch_server", "--model-path", "/m", "--port", "30000",
-    "--attention-backend", "flashinfer", "--tp", "2", "--enable-torch-compile",
+    "--attention-backend", "flashinfer", "--tp-size", "2", "--enable-torch-compile",
 ]  # fmt: skip
 
 
@@ -19,7 +19,7 @@ def test_every_non_default_flag_is_a_drop_candidate_but_never_host_port_or_model
         diagnosis=diag("other", "load"), command=parse(CMD), base_cost_s=10, rules=EMPTY
     )
     drops = {c.change.name for c in cands if c.change.value == REMOVE}
-    assert drops == {"--attention-backend", "--tp", "--enable-torch-compile"}
+    assert drops == {"--attention-backend", "--tp-size", "--enable-torch-compile"}
     assert all(len([c.change]) == 1 for c in cands)
 
 
@@ -62,7 +62,7 @@ def test_probe_not_offered_when_launches_are_already_synchronous() -> None:
 
 def test_past_findings_reorder_and_add_candidates() -> None:
     a = Change("flag", "--attention-backend", "triton")
-    b = Change("flag", "--tp", "1")
+    b = Change("flag", "--tp-size", "1")
     d = diag("arch_unsupported", "load", (a, 0.7), (b, 0.6))
     plain = build_candidates(diagnosis=d, command=parse(CMD), base_cost_s=10, rules=EMPTY)
     assert plain[0].change == a

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from servedoctor.experiments.command import CommandLike, SetFlag, set_flags
+from servedoctor.experiments.command import CommandLike, SetFlag, canonical, set_flags
 from servedoctor.experiments.policy import Policy, default_policy
 from servedoctor.knowledge.registry import Registry, default_registry
 from servedoctor.model import REMOVE, Change, Diagnosis
@@ -96,12 +96,15 @@ def _mentioned(flag: SetFlag, text: str) -> bool:
     return False
 
 
-def _is_noop(change: Change, flags: list[SetFlag], env: Mapping[str, str]) -> bool:
+def _is_noop(
+    change: Change, flags: list[SetFlag], env: Mapping[str, str], command: CommandLike
+) -> bool:
     if change.kind == "env":
         current = env.get(change.name)
         return current is None if change.value == REMOVE else current == (change.value or "")
     if change.kind == "flag":
-        same = [f for f in flags if f.name == change.name]
+        name = canonical(command, change.name)
+        same = [f for f in flags if f.name == name]
         if change.value == REMOVE:
             return not same
         return bool(same) and all(f.value == change.value for f in same)
@@ -138,7 +141,7 @@ def build_candidates(
     found: dict[tuple[str, str, str | None], Candidate] = {}
 
     def add(change: Change, confidence: float, source: Source, why: str, rule: str | None) -> None:
-        if _is_noop(change, flags, env):
+        if _is_noop(change, flags, env, command):
             return
         past = history.get(change, ChangeHistory())
         prior = max(0.0, min(1.0, confidence)) * past.rate
@@ -178,7 +181,7 @@ def build_candidates(
     if diagnosis.error_class in policy.async_error_classes:
         for probe in policy.probes:
             change = probe.to_change()
-            if _is_noop(change, flags, env):
+            if _is_noop(change, flags, env, command):
                 continue
             found[change_key(change)] = Candidate(
                 change=change,
@@ -192,7 +195,7 @@ def build_candidates(
     text = _diagnosis_text(diagnosis)
     keep = set(policy.keep_flags)
     for flag in flags:
-        if flag.name in keep or (flag.default is not None and flag.value == flag.default):
+        if flag.name in keep or flag.is_default:
             continue
         if flag.name in implicated:
             conf, why = policy.drop_flag_prior_rule_condition, "a rule that fired names this flag"
