@@ -25,13 +25,15 @@ from servedoctor.experiments.candidates import Candidate, ChangeHistory, build_c
 from servedoctor.experiments.command import CommandLike
 from servedoctor.experiments.ddmin import ddmin
 from servedoctor.experiments.runner import TrialRunner
-from servedoctor.experiments.trial import Trial, changes_key, merge_change
+from servedoctor.experiments.trial import Signature, Trial, changes_key, merge_change
 from servedoctor.model import Change, Diagnosis
 from servedoctor.taxonomy import PHASE_ORDER
 
 __all__ = ["FixResult", "PlanEvent", "Planner"]
 
 MAX_DEPTH = 4
+#: Past findings for a failure class: change → how often it fixed that failure here.
+HistoryFor = Callable[[str | None], Mapping[Change, ChangeHistory]]
 
 
 @dataclass(frozen=True)
@@ -95,20 +97,25 @@ class Planner:
         command: CommandLike,
         runner: TrialRunner,
         *,
-        history: Mapping[Change, ChangeHistory] | None = None,
+        history: HistoryFor | Mapping[Change, ChangeHistory] | None = None,
         max_trials: int = 20,
         budget_s: float | None = None,
         on_event: Callable[[PlanEvent], None] | None = None,
-        baseline_diagnosis: Diagnosis | None = None,
+        baseline: Trial | None = None,
         baseline_duration_s: float = 30.0,
     ) -> None:
         self.command = command
         self.runner = runner
-        self.history = dict(history or {})
+        if callable(history):
+            self.history_for: HistoryFor = history
+        else:
+            fixed = dict(history or {})
+            self.history_for = lambda _error_class: fixed
         self.max_trials = max_trials
         self.deadline = None if budget_s is None else time.monotonic() + budget_s
         self.on_event = on_event
-        self.baseline_diagnosis = baseline_diagnosis
+        self.baseline = baseline
+        self.baseline_diagnosis = baseline.diagnosis if baseline else None
         self.baseline_duration_s = baseline_duration_s
         self.stack: list[_State] = []
         self.partials: list[Change] = []
@@ -129,7 +136,7 @@ class Planner:
             diagnosis=diagnosis,
             command=cmd,
             base_cost_s=trial.duration_s or self.baseline_duration_s,
-            history=self.history,
+            history=self.history_for(diagnosis.error_class),
         )
         return [c for c in cands if c.runnable and (c.change.kind, c.change.name) not in touched]
 
@@ -153,7 +160,7 @@ class Planner:
         role: Literal["baseline", "candidate", "confirm", "combine", "minimise"],
         why: str,
         tested: Change | None = None,
-        reference: tuple[str | None, str | None] | None = None,
+        reference: Signature | None = None,
     ) -> Trial:
         cached = self.runner.known(changes) if role != "confirm" else None
         if cached is None and role != "baseline":
@@ -210,7 +217,10 @@ class Planner:
         )
 
     def _run(self) -> FixResult:
-        base = self._trial((), role="baseline", why="the command as given")
+        if self.baseline is not None:
+            base = self.runner.record(self.baseline)
+        else:
+            base = self._trial((), role="baseline", why="the command as given")
         if base.healthy:
             return FixResult("fixed", (), tuple(self.runner.trials), "already healthy", 0)
         if self.baseline_diagnosis is None:

@@ -18,6 +18,8 @@ from servedoctor.experiments.trial import (
     TrialOutcome,
     TrialRole,
     changes_key,
+    headline,
+    same_failure,
 )
 from servedoctor.model import Change
 
@@ -29,14 +31,14 @@ Key = tuple[bool, tuple[tuple[str, str, str], ...]]
 def classify(
     healthy: bool, interrupted: bool, got: Signature, reference: Signature | None
 ) -> TrialOutcome:
-    """healthy / same failure / different failure (error_class + phase) / interrupted."""
+    """healthy / same failure / different failure (error_class + phase + message) / interrupted."""
     if interrupted:
         return "interrupted"
     if healthy:
         return "healthy"
     if reference is None:
         return "failed"
-    return "same_failure" if got == reference else "different_failure"
+    return "same_failure" if same_failure(got, reference) else "different_failure"
 
 
 class TrialRunner:
@@ -66,6 +68,14 @@ class TrialRunner:
     def known(self, changes: Sequence[Change]) -> Trial | None:
         """The trial of this change set already run in this session, if any."""
         return self._done.get(self._key("candidate", changes))
+
+    def record(self, trial: Trial) -> Trial:
+        """Take a trial that ran elsewhere (a failure log given with ``--log``) as done."""
+        self.trials.append(trial)
+        self._done[self._key(trial.role, trial.changes)] = trial
+        if self.on_trial is not None:
+            self.on_trial(trial)
+        return trial
 
     def run(
         self,
@@ -106,7 +116,9 @@ class TrialRunner:
             report = self.launcher(argv, env)
             self.launched += 1
             diag = report.diagnosis
-            got: Signature = (diag.error_class, diag.phase) if diag else (None, None)
+            got: Signature = (
+                (diag.error_class, diag.phase, headline(diag)) if diag else (None, None, "")
+            )
             outcome = classify(
                 report.outcome == "healthy", report.outcome == "interrupted", got, reference
             )

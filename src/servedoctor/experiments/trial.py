@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -16,13 +17,32 @@ __all__ = [
     "TrialOutcome",
     "TrialRole",
     "changes_key",
+    "headline",
     "merge_change",
+    "same_failure",
 ]
 
 TrialOutcome = Literal["healthy", "failed", "same_failure", "different_failure", "interrupted"]
 TrialRole = Literal["baseline", "candidate", "confirm", "combine", "minimise"]
-#: A failure's identity for comparing trials: (error_class, phase).
-Signature = tuple[str | None, str | None]
+#: A failure's identity for comparing trials: (error_class, phase, headline).
+Signature = tuple[str | None, str | None, str]
+
+_NUMBERS = re.compile(r"0x[0-9a-f]+|\d+")
+
+
+def headline(diagnosis: Diagnosis | None) -> str:
+    """The failure's message with numbers masked (pids, sizes and addresses vary)."""
+    if diagnosis is None:
+        return ""
+    text = diagnosis.summary or (diagnosis.evidence[0].text if diagnosis.evidence else "")
+    return " ".join(_NUMBERS.sub("#", text.lower()).split())[:200]
+
+
+def same_failure(got: Signature, reference: Signature) -> bool:
+    """Same error_class and phase, and the same message where both runs have one."""
+    if got[:2] != reference[:2]:
+        return False
+    return not got[2] or not reference[2] or got[2] == reference[2]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +95,7 @@ class Trial:
 
     @property
     def signature(self) -> Signature:
-        return (self.error_class, self.phase)
+        return (self.error_class, self.phase, headline(self.diagnosis))
 
     def to_dict(self) -> dict[str, Any]:
         return {
