@@ -48,6 +48,18 @@ class Progress(_Strict):
         return re.compile(self.pattern)
 
 
+class MemoryFigure(_Strict):
+    """A memory figure the log reports, e.g. 'avail mem=70.1 GB': group 'value', in ``unit``."""
+
+    name: str
+    pattern: str
+    unit: str = Field(default="GB", pattern=r"^(GB|GiB|MB|MiB)$")
+
+    @cached_property
+    def regex(self) -> re.Pattern[str]:
+        return re.compile(self.pattern)
+
+
 class EngineSpec(_Strict):
     name: str
     display: str
@@ -57,6 +69,9 @@ class EngineSpec(_Strict):
     ready: list[str] = Field(default_factory=list, description="log lines meaning 'ready'")
     fatal: list[str] = Field(default_factory=list, description="log lines meaning 'dead'")
     progress: list[Progress] = Field(default_factory=list)
+    memory: list[MemoryFigure] = Field(
+        default_factory=list, description="memory figures the log reports (live display)"
+    )
     config_dump: list[str] = Field(
         default_factory=list, description="regexes whose group 1 is the effective config"
     )

@@ -1,0 +1,107 @@
+"""``servedoctor launch -- CMD``: bring a server up under supervision and smoke-test it."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import typer
+
+from servedoctor.cli.app import app, err, out
+from servedoctor.errors import UserError
+from servedoctor.taxonomy import PHASES
+
+EXIT_HEALTHY, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+
+
+def parse_stall_timeouts(items: list[str]) -> dict[str, float]:
+    """``PHASE=SECONDS`` items → mapping; ``all=S`` sets every phase."""
+    result: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = -1.0
+        if not sep or seconds <= 0:
+            raise UserError(f"--stall-timeout wants PHASE=SECONDS, got {item!r}")
+        if name == "all":
+            result.update(dict.fromkeys(PHASES, seconds))
+        elif name in PHASES:
+            result[name] = seconds
+        else:
+            raise UserError(f"--stall-timeout: unknown phase {name!r}; phases: {', '.join(PHASES)}")
+    return result
+
+
+def parse_env(items: list[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UserError(f"--env wants NAME=VALUE, got {item!r}")
+        env[name] = value
+    return env
+
+
+@app.command("launch")
+def launch_cmd(
+    command: list[str] = typer.Argument(None, help="the server command, after --"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON object at the end"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no live display"),
+    prompt: str = typer.Option("Say hello in one sentence.", help="smoke-test prompt"),
+    max_tokens: int = typer.Option(16, min=1, help="smoke-test max_tokens"),
+    request_timeout: float = typer.Option(60.0, help="seconds a generation request may take"),
+    expect: str | None = typer.Option(None, help="regex the smoke reply must match"),
+    keep_running: bool = typer.Option(False, help="leave a healthy server running"),
+    stall_timeout: list[str] = typer.Option(
+        [], "--stall-timeout", help="PHASE=SECONDS with no log line or probe answer → hang"
+    ),
+    startup_timeout: float | None = typer.Option(None, help="seconds to become ready"),
+    runs_dir: Path = typer.Option(Path("runs"), help="where run directories go"),
+    env: list[str] = typer.Option([], "--env", help="NAME=VALUE for the server's environment"),
+    grace: float = typer.Option(10.0, help="seconds between SIGTERM and SIGKILL on teardown"),
+) -> None:
+    """Launch CMD, follow its phases, smoke-test it, and diagnose it if it fails.
+
+    Exit status: 0 healthy, 1 failed, 2 usage, 130 interrupted.
+    """
+    from servedoctor.launch import LaunchOptions, check_command, launch
+    from servedoctor.launch.display import LiveDisplay, render_result
+    from servedoctor.launch.types import DEFAULT_STALL_TIMEOUTS
+
+    argv = list(command or [])
+    check_command(argv)
+    if expect is not None:
+        try:
+            re.compile(expect)
+        except re.error as exc:
+            raise UserError(f"--expect is not a valid regex: {exc}") from None
+    stalls = {**DEFAULT_STALL_TIMEOUTS, **parse_stall_timeouts(stall_timeout)}
+    options = LaunchOptions(
+        prompt=prompt,
+        max_tokens=max_tokens,
+        request_timeout=request_timeout,
+        expect=expect,
+        keep_running=keep_running,
+        runs_dir=runs_dir,
+        stall_timeouts=stalls,
+        startup_timeout=startup_timeout,
+        env=parse_env(env),
+        quiet=quiet or json_out,
+        grace_s=grace,
+    )
+    if quiet:
+        result = launch(argv, options)
+    else:
+        with LiveDisplay(err) as display:
+            result = launch(argv, options, on_event=display)
+    if json_out:
+        sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+    else:
+        out.print(render_result(result), highlight=False)
+    code = {"healthy": EXIT_HEALTHY, "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
+    raise typer.Exit(code[result.outcome])

@@ -1,0 +1,197 @@
+"""What a person sees: a live panel while the server comes up, then the run's summary.
+
+The live panel (current phase and its elapsed time, progress bars, memory figures, the last
+log line) is drawn only on a terminal; elsewhere each phase change, probe and failure prints
+as one line. The summary is built from a :class:`RunResult`, so ``--json`` and the text agree.
+"""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.markup import escape
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from servedoctor.launch.types import LaunchEvent, RunResult, SmokeResult
+from servedoctor.redact import redact_text
+
+_OUTCOME_STYLE = {"healthy": "bold green", "failed": "bold red", "interrupted": "bold yellow"}
+_PLAIN_EVENTS = frozenset({"started", "phase", "ready", "probe", "failure", "teardown", "gpu"})
+
+
+class LiveDisplay:
+    """An ``on_event`` sink; use as a context manager around :func:`launch`."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.live_mode = console.is_terminal
+        self._live: Live | None = None
+        self._t0 = time.monotonic()
+        self.phase = "startup"
+        self.label = "process started"
+        self.phase_since = 0.0
+        self.progress: dict[str, tuple[float | None, str]] = {}
+        self.memory: dict[str, float] = {}
+        self.gpu_mib: float | None = None
+        self.last_line = ""
+        self.status = ""
+
+    def __enter__(self) -> LiveDisplay:
+        if self.live_mode:
+            self._live = Live(
+                self.render(),
+                console=self.console,
+                refresh_per_second=4,
+                transient=True,
+                get_renderable=self.render,
+            )
+            self._live.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._live is not None:
+            self._live.__exit__(exc_type, exc, tb)
+            self._live = None
+
+    def __call__(self, event: LaunchEvent) -> None:
+        data = event.data
+        if event.kind == "phase":
+            self.phase, self.label, self.phase_since = event.phase, event.message, event.t
+        elif event.kind == "progress":
+            done, total = data.get("done"), data.get("total")
+            count = f"{done}/{total}" if done is not None and total is not None else ""
+            self.progress[str(data.get("name"))] = (data.get("fraction"), count)
+        elif event.kind == "memory":
+            self.memory[str(data.get("name"))] = float(data.get("gib", 0.0))
+        elif event.kind == "gpu" and "used_mib" in data:
+            self.gpu_mib = float(data["used_mib"])
+        elif event.kind == "line":
+            self.last_line = event.message[-160:]
+        elif event.kind in ("probe", "ready", "failure", "teardown"):
+            self.status = event.message
+        if not self.live_mode and event.kind in _PLAIN_EVENTS and not _is_gpu_sample(event):
+            self.console.print(
+                f"[dim]{event.t:7.1f}s[/] [bold]{escape(event.phase)}[/] {escape(event.message)}",
+                highlight=False,
+            )
+
+    def render(self) -> RenderableType:
+        elapsed = time.monotonic() - self._t0
+        head = Text.assemble(
+            ("● ", "cyan"),
+            (self.phase, "bold"),
+            f" · {self.label} · {max(0.0, elapsed - self.phase_since):.1f} s",
+            (f"   (total {elapsed:.1f} s)", "dim"),
+        )
+        parts: list[RenderableType] = [head]
+        if self.progress:
+            grid = Table.grid(padding=(0, 1))
+            for name, (fraction, count) in self.progress.items():
+                bar = ProgressBar(total=1.0, completed=fraction or 0.0, width=30)
+                grid.add_row(Text(name, style="dim"), bar, Text(count))
+            parts.append(grid)
+        figures = [f"{k} {v:.2f} GiB" for k, v in self.memory.items()]
+        if self.gpu_mib is not None:
+            figures.append(f"GPU (run) {self.gpu_mib:.0f} MiB")
+        if figures:
+            parts.append(Text("memory: " + " · ".join(figures), style="magenta"))
+        if self.status:
+            parts.append(Text(self.status, style="yellow"))
+        if self.last_line:
+            parts.append(Text(self.last_line, style="dim", overflow="ellipsis", no_wrap=True))
+        return Group(*parts)
+
+
+def _is_gpu_sample(event: LaunchEvent) -> bool:
+    return event.kind == "gpu" and "used_mib" in event.data
+
+
+def render_result(result: RunResult) -> RenderableType:
+    """The summary printed when the run ends."""
+    parts: list[RenderableType] = []
+    style = _OUTCOME_STYLE[result.outcome]
+    parts.append(
+        Text.assemble(
+            (result.outcome.upper(), style),
+            f"  {result.engine} · {result.duration_s:.1f} s · run {result.run_dir}",
+        )
+    )
+    table = Table(box=None, show_header=True, header_style="dim", pad_edge=False)
+    table.add_column("phase")
+    table.add_column("label")
+    table.add_column("start", justify="right")
+    table.add_column("end", justify="right")
+    for span in result.phases:
+        end = "…" if span.end is None else f"{span.end:.2f}"
+        table.add_row(span.name, span.label, f"{span.start:.2f}", end)
+    parts.append(table)
+    for probe in (result.smoke, result.liveness):
+        if probe is not None:
+            parts.append(_probe_line(probe))
+    if result.failure is not None:
+        f = result.failure
+        parts.append(
+            Text.assemble(
+                ("failure: ", "bold red"), f"{f.kind} in {f.phase} at {f.at_s:.1f} s — ", f.detail
+            )
+        )
+    d = result.diagnosis
+    if d is not None:
+        parts.append(
+            Text.assemble(
+                ("diagnosis: ", "bold"),
+                (f"{d.error_class or '-'}", "bold red"),
+                f" · phase {d.phase or '-'} · component {d.component or '-'}",
+                f" · rules {', '.join(d.rules)}" if d.rules else "",
+            )
+        )
+        if d.summary:
+            parts.append(Text("  " + d.summary))
+        for ev in d.evidence[:8]:
+            parts.append(Text(f"  {d.file}:{ev.line}: {redact_text(ev.text)[:200]}", style="dim"))
+        for h in d.hypotheses[:3]:
+            change = "; ".join(c.describe() for c in h.changes) or "(observation)"
+            parts.append(Text(f"  try: {change} — {h.cause} ({h.confidence:.0%})"))
+    tail: list[Any] = [f"leftover processes: {result.leftover_processes}"]
+    if result.exit_code is not None:
+        tail.append(f"exit code {result.exit_code}")
+    if result.gpu is not None:
+        g = result.gpu
+        released = {True: "released", False: "NOT released", None: "?"}[g.released]
+        tail.append(f"GPU peak {g.peak_mib:.0f} MiB, {released} (after {g.after_mib or 0:.0f} MiB)")
+    parts.append(Text(" · ".join(tail), style="dim" if result.leftover_processes == 0 else "red"))
+    if result.kept_running and result.pid is not None:
+        parts.append(
+            Text(
+                f"server left running (pid {result.pid}); "
+                f"stop it with: kill -TERM -- -{result.pid}",
+                style="bold",
+            )
+        )
+    return Group(*parts)
+
+
+def _probe_line(probe: SmokeResult) -> Text:
+    mark = ("✓", "green") if probe.ok else ("✗", "red")
+    bits = [f"{probe.kind}:"]
+    if probe.ttft_s is not None:
+        bits.append(f"first token {probe.ttft_s * 1000:.0f} ms,")
+    if probe.latency_s is not None:
+        bits.append(f"{probe.latency_s:.2f} s,")
+    bits.append(f"{probe.tokens} tokens")
+    if probe.text.strip():
+        bits.append(repr(probe.text[:60]))
+    if probe.error:
+        bits.append(f"— {probe.error}")
+    return Text.assemble(mark, " ", " ".join(bits))

@@ -1,0 +1,181 @@
+"""Start a server command in its own session and stop its whole process tree.
+
+The command runs as an argv list (never through a shell) with ``start_new_session=True``, so
+it leads its own process group. Teardown sends SIGTERM to the group, waits a grace period,
+then SIGKILLs the group and every descendant that left it (found through a marker in the
+environment, through parent links, and through snapshots taken while the server ran), and
+counts what is still alive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import psutil
+
+#: Environment variable set for the server; every descendant inherits it unless it clears it.
+RUN_MARKER = "SERVEDOCTOR_RUN_ID"
+
+_Key = tuple[int, float]  # (pid, create_time): a pid alone may be reused
+
+
+@dataclass(frozen=True)
+class Teardown:
+    """What stopping the tree took."""
+
+    leftover: int
+    leftover_pids: tuple[int, ...]
+    killed: int  # processes that needed SIGKILL
+    duration_s: float
+    exit_code: int | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "leftover": self.leftover,
+            "leftover_pids": list(self.leftover_pids),
+            "killed": self.killed,
+            "duration_s": round(self.duration_s, 3),
+            "exit_code": self.exit_code,
+        }
+
+
+class ServerProcess:
+    """One server command, started in a new session with stdout and stderr on one pipe."""
+
+    def __init__(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:
+        self.run_id = uuid.uuid4().hex
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        full_env[RUN_MARKER] = self.run_id
+        self.popen = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+            start_new_session=True,
+        )
+        self.pid = self.popen.pid
+        self.pgid = self.pid  # leader of its own group
+        self._known: dict[_Key, psutil.Process] = {}
+        self._remember(self.pid)
+
+    @property
+    def stdout_fd(self) -> int:
+        assert self.popen.stdout is not None
+        return self.popen.stdout.fileno()
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.returncode
+
+    def _remember(self, pid: int) -> None:
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            self._known[(pid, proc.create_time())] = proc
+
+    def snapshot(self) -> int:
+        """Remember the current descendants (they may leave the group or be reparented)."""
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(self.pid).children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    self._known.setdefault((child.pid, child.create_time()), child)
+        return len(self._known)
+
+    def pids(self) -> set[int]:
+        """Pids of the run's processes alive now, from parent links and snapshots (cheap)."""
+        self.snapshot()
+        return {p.pid for p in self._alive(list(self._known.values()))}
+
+    def _tree(self) -> list[psutil.Process]:
+        """Every process of the run we can find: group, marker, parent links, snapshots."""
+        self.snapshot()
+        found: dict[_Key, psutil.Process] = dict(self._known)
+        for proc in psutil.process_iter():
+            try:
+                if proc.pid == os.getpid():
+                    continue
+                in_group = os.getpgid(proc.pid) == self.pgid
+                if in_group or proc.environ().get(RUN_MARKER) == self.run_id:
+                    found.setdefault((proc.pid, proc.create_time()), proc)
+            except (psutil.Error, ProcessLookupError, PermissionError, OSError):
+                continue
+        return list(found.values())
+
+    @staticmethod
+    def _alive(procs: list[psutil.Process]) -> list[psutil.Process]:
+        alive = []
+        for proc in procs:
+            try:
+                if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(proc)
+            except psutil.Error:
+                continue
+        return alive
+
+    def _signal_all(self, procs: list[psutil.Process], sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pgid, sig)
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(sig)
+
+    def stop(self, *, grace_s: float = 10.0, kill_wait_s: float = 5.0) -> Teardown:
+        """SIGTERM the tree, wait ``grace_s``, SIGKILL what is left, count survivors."""
+        started = time.monotonic()
+        killed = 0
+        try:
+            procs = self._alive(self._tree())
+            if procs:
+                self._signal_all(procs, signal.SIGTERM)
+                self._wait(procs, grace_s)
+            survivors = self._alive(self._tree())
+            if survivors:
+                killed = len(survivors)
+                self._signal_all(survivors, signal.SIGKILL)
+                self._wait(survivors, kill_wait_s)
+        except KeyboardInterrupt:
+            # A second Ctrl-C during the grace period: go straight to SIGKILL.
+            survivors = self._alive(self._tree())
+            killed = len(survivors)
+            self._signal_all(survivors, signal.SIGKILL)
+            self._wait(survivors, kill_wait_s)
+        left = self._alive(self._tree())
+        return Teardown(
+            leftover=len(left),
+            leftover_pids=tuple(sorted(p.pid for p in left)),
+            killed=killed,
+            duration_s=time.monotonic() - started,
+            exit_code=self.popen.returncode,
+        )
+
+    def _wait(self, procs: list[psutil.Process], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.popen.poll()  # reap our own child so it does not linger as a zombie
+            if not self._alive(procs):
+                return
+            time.sleep(0.05)
+        self.popen.poll()
+
+
+def describe_exit(code: int | None) -> str:
+    """``exit 3`` or ``killed by SIGSEGV`` for a Popen returncode."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit {code}"

@@ -1,0 +1,541 @@
+"""The supervision loop: start the server, follow its phases, probe it, judge it, stop it.
+
+Failure is any of: the process exits, the log prints a fatal line, the port closes, a
+generation request errors or times out, or a phase makes no progress (no log line and no
+probe answer) for its stall timeout. Whatever ends the run — failure, success or Ctrl-C —
+the whole process tree is stopped (unless a healthy server is kept running), the log is
+kept, and run.json records what happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any, Literal
+
+import httpx
+
+from servedoctor import __version__
+from servedoctor.engines import EngineSpec, engine_for_command
+from servedoctor.errors import UserError
+from servedoctor.launch.endpoint import Endpoint, endpoint_for
+from servedoctor.launch.failure import diagnose_run
+from servedoctor.launch.probes import TokenProgress, chat, check_health, model_name, port_open
+from servedoctor.launch.process import ServerProcess, Teardown, describe_exit
+from servedoctor.launch.rundir import LOG_NAME, LogLine, LogPump, make_run_dir, write_run_json
+from servedoctor.launch.telemetry import GpuTelemetry
+from servedoctor.launch.timeline import Timeline
+from servedoctor.launch.types import (
+    EventKind,
+    Failure,
+    FailureKind,
+    LaunchEvent,
+    LaunchOptions,
+    Outcome,
+    RunResult,
+    SmokeResult,
+)
+from servedoctor.model import Diagnosis
+from servedoctor.redact import redact_argv, redact_env, redact_text
+
+EventSink = Callable[[LaunchEvent], None]
+
+_READY_POLL_S = 0.5  # port/health poll before ready
+_PORT_POLL_S = 2.0  # port check while serving
+_SNAPSHOT_S = 2.0  # descendant snapshot (for teardown of processes that leave the group)
+_GPU_POLL_S = 1.0
+_FATAL_SETTLE_S = 3.0  # after a fatal line, let the traceback that follows reach the log
+_FATAL_QUIET_S = 0.5
+_EXIT_SETTLE_S = 1.0  # after a request error, how long to wait for the process to die
+
+
+def check_command(argv: Sequence[str]) -> None:
+    """A usage error (exit 2) for an empty command or one that does not exist."""
+    if not argv:
+        raise UserError("no server command given: servedoctor launch [OPTIONS] -- CMD ...")
+    exe = argv[0]
+    if os.sep in exe:
+        if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+            raise UserError(f"command not found or not executable: {exe}")
+    elif shutil.which(exe) is None:
+        raise UserError(f"command not found: {exe}")
+
+
+def launch(
+    argv: Sequence[str], options: LaunchOptions, *, on_event: EventSink | None = None
+) -> RunResult:
+    """Launch ``argv`` under supervision and return how it went (see module doc)."""
+    check_command(argv)
+    spec = engine_for_command(list(argv))
+    endpoint = endpoint_for(spec, argv)
+    return _Supervisor(list(argv), spec, endpoint, options, on_event).run()
+
+
+@dataclass
+class _Request:
+    kind: Literal["smoke", "liveness"]
+    started: float
+    timeout: float
+    progress: TokenProgress = field(default_factory=TokenProgress)
+    result: SmokeResult | None = None
+    thread: threading.Thread | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.result is not None
+
+
+class _Supervisor:
+    def __init__(
+        self,
+        argv: list[str],
+        spec: EngineSpec,
+        endpoint: Endpoint,
+        options: LaunchOptions,
+        on_event: EventSink | None,
+    ) -> None:
+        self.argv = argv
+        self.spec = spec
+        self.endpoint = endpoint
+        self.opt = options
+        self.on_event = on_event
+        self.t0 = time.monotonic()
+        self.lines: queue.Queue[LogLine | None] = queue.Queue()
+        self.timeline = Timeline(spec, t0=self.t0)
+        self.client = httpx.Client(trust_env=False)
+        self.warnings: list[str] = []
+        self.smoke: SmokeResult | None = None
+        self.liveness: SmokeResult | None = None
+        self.health_after_failure: dict[str, Any] | None = None
+        self.ready_at: float | None = None
+        self.last_activity = self.t0
+        self.last_line_number = 0
+        self.model: str | None = None
+
+    # -- events -----------------------------------------------------------------------
+    def emit(self, kind: EventKind, message: str = "", data: dict[str, Any] | None = None) -> None:
+        if self.on_event is not None:
+            event = LaunchEvent(kind, self.now(), self.timeline.phase, message, data or {})
+            self.on_event(event)
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    # -- the run ------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        opt = self.opt
+        self.run_dir = make_run_dir(Path(opt.runs_dir), self.spec.name)
+        self.log_path = self.run_dir / LOG_NAME
+        self.started_at = datetime.now().astimezone().isoformat(timespec="seconds")
+        if port_open(self.endpoint):
+            self.warnings.append(
+                f"port {self.endpoint.port} on {self.endpoint.host} was already in use "
+                "before launch; readiness needs the engine's ready line"
+            )
+        self.gpu = GpuTelemetry()
+        self._write(outcome="running")
+        log = open(self.log_path, "ab")  # noqa: SIM115  (closed in _finish)
+        try:
+            self.proc = ServerProcess(self.argv, env=opt.env)
+        except OSError as exc:
+            log.close()
+            raise UserError(f"cannot start {self.argv[0]}: {exc.strerror or exc}") from None
+        self.pump = LogPump(self.proc.stdout_fd, log, self.lines)
+        self.pump.start()
+        self.emit("started", f"{self.spec.display} pid {self.proc.pid}", {"pid": self.proc.pid})
+        self._write(outcome="running")
+
+        failure: Failure | None = None
+        outcome: Outcome
+        with _interrupt_on_sigterm():
+            try:
+                failure = self._watch()
+                outcome = "healthy" if failure is None else "failed"
+            except KeyboardInterrupt:
+                outcome = "interrupted"
+        return self._finish(outcome, failure, log)
+
+    def _finish(self, outcome: Outcome, failure: Failure | None, log: Any) -> RunResult:
+        if failure is not None:
+            self.emit("failure", failure.detail, failure.to_dict())
+        keep = outcome == "healthy" and self.opt.keep_running
+        teardown: Teardown | None = None
+        # Teardown runs whatever ended the run; stop() escalates on a second Ctrl-C.
+        if keep:
+            self._hand_over_log()
+        else:
+            self.emit("teardown", "stopping the process tree")
+            teardown = self.proc.stop(grace_s=self.opt.grace_s)
+            self.pump.eof.wait(timeout=2.0)
+        self._drain(0.0)
+        log.close()
+        run_pids = [self.proc.pid]
+        gpu = None if keep else self.gpu.confirm_released(run_pids)
+        self.gpu.close()
+        if gpu is not None:
+            self.emit(
+                "gpu",
+                "GPU memory released" if gpu.released else "GPU memory held",
+                gpu.to_dict(),
+            )
+        diagnosis: Diagnosis | None = None
+        if failure is not None:
+            diagnosis = diagnose_run(self.log_path, failure, engine=self.spec.name)
+        self.client.close()
+        now = self.now()
+        result = RunResult(
+            outcome=outcome,
+            run_dir=self.run_dir,
+            phases=self.timeline.spans(now=None if keep else now),
+            smoke=self.smoke,
+            diagnosis=diagnosis,
+            leftover_processes=0 if teardown is None else teardown.leftover,
+            exit_code=self.proc.returncode,
+            gpu_peak_mib=self.gpu.peak_mib if self.gpu.available else None,
+            duration_s=now,
+            liveness=self.liveness,
+            failure=failure,
+            engine=self.spec.name,
+            pid=self.proc.pid,
+            gpu=gpu,
+            kept_running=keep,
+        )
+        self._write(result=result, teardown=teardown)
+        self.emit("done", outcome, result.to_dict())
+        return result
+
+    def _hand_over_log(self) -> None:
+        """--keep-running: a relay process keeps appending the server's output to the log."""
+        self.pump.stop()
+        self._drain(0.0)
+        extra: dict[str, Any] = {}
+        if sys.version_info >= (3, 11):
+            extra["process_group"] = self.proc.pgid
+        subprocess.Popen(
+            [sys.executable, "-m", "servedoctor.launch.relay", str(self.log_path)],
+            stdin=self.proc.stdout_fd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+            **extra,
+        )
+
+    # -- the loop -----------------------------------------------------------------------
+    def _watch(self) -> Failure | None:
+        opt = self.opt
+        stage: Literal["wait_ready", "smoke", "liveness", "after_failure"] = "wait_ready"
+        request: _Request | None = None
+        pending: Failure | None = None
+        next_probe = next_port = next_snapshot = next_gpu = 0.0
+        fatal_at: float | None = None
+        while True:
+            self._drain(opt.poll_s)
+            mono = time.monotonic()
+            code = self.proc.poll()
+            if self.timeline.fatal_line is not None and fatal_at is None:
+                fatal_at = mono
+            if fatal_at is not None:
+                quiet = mono - self.pump.last_read >= _FATAL_QUIET_S
+                if code is not None or quiet or mono - fatal_at >= _FATAL_SETTLE_S:
+                    return self._fatal_failure(code)
+            if code is not None:
+                if pending is not None:
+                    return pending
+                phase = self._phase(request)
+                return self._failure("process_exit", f"the server {describe_exit(code)}", phase)
+            if mono >= next_snapshot:
+                next_snapshot = mono + _SNAPSHOT_S
+                self.proc.snapshot()
+            if self.gpu.available and mono >= next_gpu:
+                next_gpu = mono + _GPU_POLL_S
+                used = self.gpu.sample(self.proc.pids())
+                if used is not None:
+                    self.emit(
+                        "gpu", f"{used:.0f} MiB", {"used_mib": used, "peak_mib": self.gpu.peak_mib}
+                    )
+
+            if stage == "wait_ready":
+                if mono >= next_probe or (self.timeline.ready_seen and self.ready_at is None):
+                    next_probe = mono + _READY_POLL_S
+                    if self._probe_ready():
+                        self.ready_at = self.now()
+                        self.timeline.enter("serving", "ready", mono)
+                        self.emit("ready", f"ready after {self.ready_at:.1f} s")
+                        self.model = model_name(self.client, self.endpoint)
+                        request = self._start("smoke")
+                        stage = "smoke"
+                        continue
+                if opt.startup_timeout is not None and self.now() > opt.startup_timeout:
+                    return self._failure(
+                        "startup_timeout",
+                        f"not ready after {opt.startup_timeout:g} s (--startup-timeout)",
+                        self.timeline.phase,
+                    )
+                stall = opt.stall_timeout(self.timeline.phase)
+                if mono - self.last_activity > stall:
+                    return self._failure(
+                        "stall",
+                        f"no log line and no probe answer for {stall:g} s in phase "
+                        f"{self.timeline.phase} (last: {self.timeline.label})",
+                        self.timeline.phase,
+                    )
+                continue
+
+            assert request is not None
+            if mono >= next_port:
+                next_port = mono + _PORT_POLL_S
+                if not port_open(self.endpoint) and self.proc.poll() is None:
+                    return self._failure(
+                        "port_closed",
+                        f"port {self.endpoint.port} stopped accepting connections",
+                        self._phase(request),
+                    )
+            if not request.done:
+                if mono - request.started > request.timeout + 2.0:
+                    request.result = SmokeResult(
+                        request.kind,
+                        False,
+                        None,
+                        request.progress.first_token_s,
+                        mono - request.started,
+                        request.progress.tokens,
+                        "",
+                        f"no answer within {request.timeout:g} s",
+                        True,
+                        request.started - self.t0,
+                    )
+                else:
+                    continue
+            result = request.result
+            assert result is not None
+            self.emit("probe", _probe_message(result), result.to_dict())
+            if stage == "smoke":
+                self.smoke = result
+            else:
+                self.liveness = result
+            if stage == "after_failure":
+                return pending
+            if result.ok:
+                if stage == "liveness":
+                    return None
+                request, stage = self._start("liveness"), "liveness"
+                continue
+            failure = self._request_failure(request, result)
+            if failure.kind == "process_exit" or result.timed_out or stage == "liveness":
+                return failure
+            # The server answered with an error: is it still able to generate?
+            pending = failure
+            request, stage = self._start("liveness"), "after_failure"
+
+    def _probe_ready(self) -> bool:
+        if self.warnings and not self.timeline.ready_seen:
+            return False  # the port belongs to someone else until the engine says ready
+        if not port_open(self.endpoint):
+            return False
+        health = check_health(self.client, self.endpoint)
+        if health.status is not None:
+            self.last_activity = time.monotonic()
+        return health.ok
+
+    def _start(self, kind: Literal["smoke", "liveness"]) -> _Request:
+        opt = self.opt
+        request = _Request(kind, time.monotonic(), opt.request_timeout)
+        max_tokens = opt.max_tokens if kind == "smoke" else min(opt.max_tokens, 4)
+
+        def work() -> None:
+            request.result = chat(
+                self.client,
+                self.endpoint,
+                kind=kind,
+                prompt=opt.prompt,
+                max_tokens=max_tokens,
+                timeout=opt.request_timeout,
+                model=self.model,
+                stream=kind == "smoke",
+                expect=opt.expect if kind == "smoke" else None,
+                progress=request.progress,
+                t0=self.t0,
+            )
+
+        request.thread = threading.Thread(target=work, name=f"servedoctor-{kind}", daemon=True)
+        request.thread.start()
+        self.emit("probe", f"{kind} request sent", {"kind": kind})
+        return request
+
+    def _request_failure(self, request: _Request, result: SmokeResult) -> Failure:
+        phase = self._phase(request)
+        what = f"{request.kind} request: {result.error}"
+        deadline = time.monotonic() + _EXIT_SETTLE_S
+        while not result.timed_out and time.monotonic() < deadline:
+            code = self.proc.poll()
+            if code is not None:
+                return self._failure(
+                    "process_exit", f"the server {describe_exit(code)} during the {what}", phase
+                )
+            time.sleep(0.05)
+        if result.timed_out:
+            health = check_health(self.client, self.endpoint)
+            self.health_after_failure = {
+                "ok": health.ok,
+                "status": health.status,
+                "path": health.path,
+                "error": health.error,
+            }
+            note = (
+                f"; {health.path} still answered {health.status}"
+                if health.status is not None
+                else ""
+            )
+            return self._failure("request_timeout", f"{what}{note}", phase)
+        kind: FailureKind = "request_error"
+        if result.error and result.error.startswith("reply does not match"):
+            kind = "unexpected_text"
+        elif result.error == "the reply generated no token":
+            kind = "no_tokens"
+        return self._failure(kind, what, phase)
+
+    def _fatal_failure(self, code: int | None) -> Failure:
+        assert self.timeline.fatal_line is not None
+        number, text = self.timeline.fatal_line
+        tail = "" if code is None else f" (then the server {describe_exit(code)})"
+        return self._failure(
+            "fatal_line",
+            f"fatal log line {number}: {text.strip()}{tail}",
+            self.timeline.phase,
+            line=number,
+        )
+
+    def _phase(self, request: _Request | None) -> str:
+        """The phase to blame: decode once a request has streamed a token."""
+        failed_or_running = request is not None and (
+            request.result is None or not request.result.ok
+        )
+        if request is not None and failed_or_running and request.progress.tokens > 0:
+            return "decode"
+        return self.timeline.phase
+
+    def _failure(
+        self, kind: FailureKind, detail: str, phase: str, *, line: int | None = None
+    ) -> Failure:
+        return Failure(kind, phase, redact_text(detail), self.now(), line)
+
+    def _drain(self, timeout: float) -> None:
+        """Take the log lines read so far (waiting up to ``timeout`` for the first)."""
+        try:
+            item = self.lines.get(timeout=timeout) if timeout > 0 else self.lines.get_nowait()
+        except queue.Empty:
+            return
+        while True:
+            if item is not None:
+                self._take(item)
+            try:
+                item = self.lines.get_nowait()
+            except queue.Empty:
+                return
+
+    def _take(self, line: LogLine) -> None:
+        if not line.partial:
+            self.last_line_number = line.number
+        self.last_activity = max(self.last_activity, line.t)
+        facts = self.timeline.feed(line.number, line.text, line.t, partial=line.partial)
+        if self.on_event is not None and not line.partial:
+            self.emit("line", line.text, {"number": line.number})
+        if facts.phase_changed:
+            self.emit("phase", self.timeline.label, {"phase": self.timeline.phase})
+        if facts.progress is not None:
+            p = facts.progress
+            self.emit(
+                "progress",
+                p.name,
+                {"name": p.name, "done": p.done, "total": p.total, "fraction": p.fraction},
+            )
+        if facts.memory is not None:
+            self.emit("memory", facts.memory[0], {"name": facts.memory[0], "gib": facts.memory[1]})
+
+    # -- run.json -----------------------------------------------------------------------
+    def _write(
+        self,
+        *,
+        outcome: str | None = None,
+        result: RunResult | None = None,
+        teardown: Teardown | None = None,
+    ) -> None:
+        opt = self.opt
+        record: dict[str, Any] = {
+            "schema": 1,
+            "servedoctor": __version__,
+            "outcome": outcome,
+            "engine": self.spec.name,
+            "command": redact_argv(self.argv),
+            "env_overrides": redact_env(dict(opt.env)),
+            "endpoint": self.endpoint.base_url,
+            "started_at": self.started_at,
+            "run_dir": str(self.run_dir),
+            "log": str(self.log_path),
+            "pid": getattr(getattr(self, "proc", None), "pid", None),
+            "options": {
+                "prompt": redact_text(opt.prompt),
+                "max_tokens": opt.max_tokens,
+                "request_timeout": opt.request_timeout,
+                "expect": opt.expect,
+                "keep_running": opt.keep_running,
+                "startup_timeout": opt.startup_timeout,
+                "stall_timeouts": dict(opt.stall_timeouts),
+            },
+            "warnings": list(self.warnings),
+            "phases": [p.to_dict() for p in self.timeline.spans(now=self.now())],
+        }
+        if result is not None:
+            record.update(result.to_dict())
+            record["probes"] = {
+                "ready_at_s": None if self.ready_at is None else round(self.ready_at, 3),
+                "model": self.model,
+                "smoke": None if self.smoke is None else self.smoke.to_dict(),
+                "liveness": None if self.liveness is None else self.liveness.to_dict(),
+                "health_after_failure": self.health_after_failure,
+            }
+            record["progress"] = {
+                k: {"done": v.done, "total": v.total, "percent": v.percent}
+                for k, v in self.timeline.progress.items()
+            }
+            record["memory_gib"] = dict(self.timeline.memory_gib)
+            record["teardown"] = None if teardown is None else teardown.to_dict()
+            if result.kept_running:
+                record["stop_with"] = f"kill -TERM -- -{self.proc.pgid}"
+        write_run_json(self.run_dir, record)
+
+
+def _probe_message(result: SmokeResult) -> str:
+    if result.ok:
+        ttft = "" if result.ttft_s is None else f", first token {result.ttft_s * 1000:.0f} ms"
+        return f"{result.kind} ok: {result.tokens} tokens in {result.latency_s or 0:.2f} s{ttft}"
+    return f"{result.kind} failed: {result.error}"
+
+
+@contextlib.contextmanager
+def _interrupt_on_sigterm() -> Iterator[None]:
+    """SIGTERM to servedoctor ends the run like Ctrl-C (same teardown, exit 130)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
