@@ -1,13 +1,15 @@
 """Tiny random-weight models built offline, for real-server tests and the GPU proof.
 
-Run as a script: ``python3 tinymodels.py llama|gpt2 DIR [--n-positions N]
-[--fault raise|hang|exit|segv]``.
+Run as a script: ``python3 tinymodels.py llama|gpt2|set DIR [--n-positions N]
+[--fault raise|hang|exit|segv|slow_load]``. ``set`` builds the healthy Llama and every
+fault variant the real-server tests use.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -30,11 +32,19 @@ from transformers import LlamaForCausalLM
 
 
 class FaultyLlama(LlamaForCausalLM):
-    _calls = 0
+    """Misbehaves in the decode steps of request number ``config.fault_request``."""
 
-    def forward(self, *args, **kwargs):
-        FaultyLlama._calls += 1
-        if FaultyLlama._calls > 1:
+    _requests = 0
+
+    def __init__(self, config):
+        if config.fault == "slow_load":
+            time.sleep(config.fault_seconds)
+        super().__init__(config)
+
+    def forward(self, input_ids=None, *args, **kwargs):
+        if input_ids is not None and input_ids.shape[-1] > 1:
+            FaultyLlama._requests += 1  # a prefill starts a request
+        elif FaultyLlama._requests >= self.config.fault_request:
             fault = self.config.fault
             if fault == "raise":
                 raise RuntimeError("tiny fault: decode step failed on purpose")
@@ -45,7 +55,7 @@ class FaultyLlama(LlamaForCausalLM):
                 os._exit(3)
             if fault == "segv":
                 os.kill(os.getpid(), signal.SIGSEGV)
-        return super().forward(*args, **kwargs)
+        return super().forward(input_ids, *args, **kwargs)
 '''
 
 
@@ -74,7 +84,12 @@ def _vocab_size(out: Path) -> int:
     return len(data["model"]["vocab"]) + len(SPECIALS)
 
 
-def build_llama(out: Path, *, fault: str | None = None) -> Path:
+FAULTS = ("raise", "hang", "exit", "segv", "slow_load")
+
+
+def build_llama(
+    out: Path, *, fault: str | None = None, fault_request: int = 1, fault_seconds: float = 60.0
+) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -95,11 +110,13 @@ def build_llama(out: Path, *, fault: str | None = None) -> Path:
     )
     LlamaForCausalLM(config).save_pretrained(out)
     if fault is not None:
-        _make_faulty(out, fault)
+        make_faulty(out, fault, fault_request=fault_request, fault_seconds=fault_seconds)
     return out
 
 
-def _make_faulty(out: Path, fault: str) -> None:
+def make_faulty(
+    out: Path, fault: str, *, fault_request: int = 1, fault_seconds: float = 60.0
+) -> None:
     """Turn a saved Llama into custom code (needs --trust-remote-code) that fails on purpose.
 
     transformers 5.24 looks the class up as ``getattr(transformers, architectures[0])``; an
@@ -111,11 +128,34 @@ def _make_faulty(out: Path, fault: str) -> None:
     cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
     cfg["architectures"] = ["FaultyLlama"]
     cfg["fault"] = fault
+    cfg["fault_request"] = fault_request
+    cfg["fault_seconds"] = fault_seconds
     cfg["auto_map"] = {
         "AutoModelForCausalLM": "faulty_llama.FaultyLlama",
         "AutoModelForDecision": "faulty_llama.FaultyLlama",
     }
     cfg_path.write_text(json.dumps(cfg, indent=2), encoding="utf-8")
+
+
+#: The variants the real-server tests use: name → (fault, fault_request).
+VARIANTS: dict[str, tuple[str, int]] = {
+    "raise": ("raise", 1),  # decode of the first request raises (HTTP 500, server stays up)
+    "hang": ("hang", 2),  # the second request hangs in decode (/health keeps answering)
+    "exit": ("exit", 1),  # os._exit(3) in decode
+    "segv": ("segv", 1),  # SIGSEGV in decode
+    "slow_load": ("slow_load", 1),  # sleeps while the model is built (to interrupt a load)
+}
+
+
+def build_set(root: Path) -> dict[str, Path]:
+    """The healthy Llama under ``root/healthy`` and one copy per fault variant."""
+    healthy = build_llama(root / "healthy")
+    paths = {"healthy": healthy}
+    for name, (fault, request) in VARIANTS.items():
+        shutil.copytree(healthy, root / name)
+        make_faulty(root / name, fault, fault_request=request)
+        paths[name] = root / name
+    return paths
 
 
 def build_gpt2(out: Path, *, n_positions: int = 32) -> Path:
@@ -140,13 +180,16 @@ def build_gpt2(out: Path, *, n_positions: int = 32) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("kind", choices=["llama", "gpt2"])
+    parser.add_argument("kind", choices=["llama", "gpt2", "set"])
     parser.add_argument("dir", type=Path)
     parser.add_argument("--n-positions", type=int, default=32)
-    parser.add_argument("--fault", choices=["raise", "hang", "exit", "segv"])
+    parser.add_argument("--fault", choices=FAULTS)
+    parser.add_argument("--fault-request", type=int, default=1)
     args = parser.parse_args(argv)
-    if args.kind == "llama":
-        build_llama(args.dir, fault=args.fault)
+    if args.kind == "set":
+        build_set(args.dir)
+    elif args.kind == "llama":
+        build_llama(args.dir, fault=args.fault, fault_request=args.fault_request)
     else:
         build_gpt2(args.dir, n_positions=args.n_positions)
     print(args.dir)

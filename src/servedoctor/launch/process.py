@@ -151,6 +151,9 @@ class ServerProcess:
             self._signal_all(survivors, signal.SIGKILL)
             self._wait(survivors, kill_wait_s)
         left = self._alive(self._tree())
+        if self.popen.returncode is None and self.pid not in {p.pid for p in left}:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(timeout=1.0)
         return Teardown(
             leftover=len(left),
             leftover_pids=tuple(sorted(p.pid for p in left)),

@@ -254,6 +254,7 @@ class _Supervisor:
                 if pending is not None:
                     return pending
                 phase = self._phase(request)
+                self._settle_request(request, stage)
                 return self._failure("process_exit", f"the server {describe_exit(code)}", phase)
             if mono >= next_snapshot:
                 next_snapshot = mono + _SNAPSHOT_S
@@ -338,6 +339,18 @@ class _Supervisor:
             # The server answered with an error: is it still able to generate?
             pending = failure
             request, stage = self._start("liveness"), "after_failure"
+
+    def _settle_request(self, request: _Request | None, stage: str) -> None:
+        """The server died under a request: give it a moment to end, and record it."""
+        if request is None or request.thread is None:
+            return
+        request.thread.join(timeout=_EXIT_SETTLE_S)
+        if request.result is None:
+            return
+        if stage == "smoke":
+            self.smoke = request.result
+        elif stage in ("liveness", "after_failure"):
+            self.liveness = request.result
 
     def _probe_ready(self) -> bool:
         if self.warnings and not self.timeline.ready_seen:
