@@ -80,20 +80,23 @@ def change_key(change: Change) -> tuple[str, str, str | None]:
     return (change.kind, change.name, change.value)
 
 
-def _words(text: str) -> str:
-    return re.sub(r"[\s_\-]+", " ", text.lower())
+def _compact(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "", text.lower())
+
+
+_TRIVIAL = re.compile(r"[\d.]+|true|false|auto|none|yes|no")
 
 
 def _mentioned(flag: SetFlag, text: str) -> bool:
-    """Does the error evidence name this flag or its (non-trivial) value?"""
-    words = _words(text)
-    name = _words(flag.name.lstrip("-"))
-    if len(name) >= 4 and re.search(rf"\b{re.escape(name)}\b", words):
+    """Does the error evidence name this flag or its value? Compared with separators
+    removed, so ``flash_attention_2`` matches ``FlashAttention2`` and
+    ``--attn-implementation`` matches ``_check_and_adjust_attn_implementation``."""
+    haystack = _compact(text)
+    name = _compact(flag.name)
+    if len(name) >= 6 and name in haystack:
         return True
-    value = flag.value or ""
-    if len(value) >= 3 and not re.fullmatch(r"[\d.]+|true|false|auto", value.lower()):
-        return re.search(rf"\b{re.escape(_words(value))}\b", words) is not None
-    return False
+    value = _compact(flag.value or "")
+    return len(value) >= 4 and not _TRIVIAL.fullmatch(value) and value in haystack
 
 
 def _is_noop(

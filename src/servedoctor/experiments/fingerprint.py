@@ -6,6 +6,7 @@ its CUDA build, Python, and the machine. Fields that are unknown are left out.
 
 from __future__ import annotations
 
+import contextlib
 import platform
 from importlib import metadata
 from typing import Any
@@ -47,10 +48,8 @@ def _gpus() -> list[str]:
     except Exception:
         return []
     finally:
-        try:
+        with contextlib.suppress(Exception):
             pynvml.nvmlShutdown()
-        except Exception:
-            pass
 
 
 def current_fingerprint(engine: str) -> dict[str, Any]:

@@ -7,14 +7,12 @@ max tokens, timeouts, ``--expect``) pass through unchanged to every trial.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from servedoctor.errors import UserError
-from servedoctor.experiments.trial import LaunchReport, Launcher
+from servedoctor.experiments.trial import Launcher, LaunchReport
 
 __all__ = ["TrialLaunchOptions", "supervised_launcher"]
 
@@ -51,12 +49,10 @@ class TrialLaunchOptions:
 
 
 def supervised_launcher(options: TrialLaunchOptions) -> Launcher:
-    module: Any = importlib.import_module("servedoctor.launch")
-    if not hasattr(module, "launch"):
-        raise UserError("the supervised launch is not part of this build; fix needs it")
+    from servedoctor.launch import LaunchOptions, launch
 
     def run(argv: Sequence[str], env: Mapping[str, str]) -> LaunchReport:
-        opts = module.LaunchOptions(
+        opts = LaunchOptions(
             prompt=options.prompt,
             max_tokens=options.max_tokens,
             request_timeout=options.request_timeout,
@@ -66,7 +62,7 @@ def supervised_launcher(options: TrialLaunchOptions) -> Launcher:
             env=dict(env),
             quiet=True,
         )
-        result = module.launch(list(argv), opts)
+        result = launch(list(argv), opts)
         return LaunchReport(
             outcome=result.outcome,
             diagnosis=result.diagnosis,

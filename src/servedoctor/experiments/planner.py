@@ -120,6 +120,7 @@ class Planner:
         self.stack: list[_State] = []
         self.partials: list[Change] = []
         self.first_healthy: int | None = None
+        self.reference: Signature | None = None
 
     # -- candidates ---------------------------------------------------------------------
     def candidates_for(self, applied: tuple[Change, ...], trial: Trial) -> list[Candidate]:
@@ -188,7 +189,12 @@ class Planner:
             return changes
 
         def works(subset: list[Change]) -> bool:
-            t = self._trial(tuple(subset), role="minimise", why="ddmin: is this subset enough?")
+            t = self._trial(
+                tuple(subset),
+                role="minimise",
+                why="ddmin: is this subset enough?",
+                reference=self.reference,
+            )
             return t.healthy
 
         return tuple(ddmin(list(changes), works))
@@ -225,6 +231,7 @@ class Planner:
             return FixResult("fixed", (), tuple(self.runner.trials), "already healthy", 0)
         if self.baseline_diagnosis is None:
             self.baseline_diagnosis = base.diagnosis
+        self.reference = base.signature
         self.stack.append(_State((), base, self.candidates_for((), base)))
 
         while self.stack:
@@ -261,7 +268,12 @@ class Planner:
             if all((c.kind, c.name) != (change.kind, change.name) for c in combo):
                 combo = (*combo, change)
         if len(combo) >= 2 and self.runner.known(combo) is None:
-            trial = self._trial(combo, role="combine", why="every change that moved the failure")
+            trial = self._trial(
+                combo,
+                role="combine",
+                why="every change that moved the failure",
+                reference=self.reference,
+            )
             if trial.healthy and self._confirmed(combo, trial):
                 return self._fixed(combo, "healthy with the combined partial changes")
         return FixResult("not_fixed", (), tuple(self.runner.trials), "no candidate made it healthy")

@@ -28,13 +28,16 @@ TrialRole = Literal["baseline", "candidate", "confirm", "combine", "minimise"]
 Signature = tuple[str | None, str | None, str]
 
 _NUMBERS = re.compile(r"0x[0-9a-f]+|\d+")
+_ERROR_LINE = re.compile(r"(Error|Exception|error|Assertion|failed|FAILED)\b")
 
 
 def headline(diagnosis: Diagnosis | None) -> str:
-    """The failure's message with numbers masked (pids, sizes and addresses vary)."""
+    """The failure's message: the last error-looking evidence line (else the summary),
+    numbers masked, since pids, sizes and addresses vary from run to run."""
     if diagnosis is None:
         return ""
-    text = diagnosis.summary or (diagnosis.evidence[0].text if diagnosis.evidence else "")
+    errors = [e.text for e in diagnosis.evidence if _ERROR_LINE.search(e.text)]
+    text = errors[-1] if errors else diagnosis.summary
     return " ".join(_NUMBERS.sub("#", text.lower()).split())[:200]
 
 
