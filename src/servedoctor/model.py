@@ -69,14 +69,13 @@ class Hypothesis:
             raise ValueError(f"hypothesis {self.id} carries {len(self.changes)} changes; one only")
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON contract of DESIGN.md (``diagnose --json``)."""
         return {
             "id": self.id,
             "cause": self.cause,
             "confidence": round(self.confidence, 3),
             "changes": [c.to_dict() for c in self.changes],
-            "why": self.why,
             "references": list(self.references),
-            "rule": self.rule,
         }
 
 
@@ -102,9 +101,9 @@ class Diagnosis:
         return self.error_class is not None
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON contract of DESIGN.md: exactly these keys, taxonomy values."""
         return {
             "file": self.file,
-            "engine": self.engine,
             "error_class": self.error_class,
             "phase": self.phase,
             "component": self.component,
@@ -112,5 +111,4 @@ class Diagnosis:
             "summary": self.summary,
             "evidence": [e.to_dict() for e in self.evidence],
             "hypotheses": [h.to_dict() for h in self.hypotheses],
-            "rules": list(self.rules),
         }

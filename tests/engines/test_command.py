@@ -118,10 +118,30 @@ def test_transformers_serve() -> None:
 
 
 def test_docker_wrapper_collects_env_and_keeps_options() -> None:
-    argv = ["docker", "run", "--gpus", "all", "--shm-size", "32g", "-e", "HF_TOKEN=hf_x",
-            "-e", "PASS_THROUGH", "-p", "30000:30000", "--ipc=host", "--rm",
-            "lmsysorg/sglang:latest", "python3", "-m", "sglang.launch_server",
-            "--model-path", "m", "--host", "0.0.0.0"]  # fmt: skip
+    argv = [
+        "docker",
+        "run",
+        "--gpus",
+        "all",
+        "--shm-size",
+        "32g",
+        "-e",
+        "HF_TOKEN=hf_x",
+        "-e",
+        "PASS_THROUGH",
+        "-p",
+        "30000:30000",
+        "--ipc=host",
+        "--rm",
+        "lmsysorg/sglang:latest",
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "m",
+        "--host",
+        "0.0.0.0",
+    ]
     cmd = parse_command(argv)
     assert cmd.engine == "sglang" and cmd.docker
     assert cmd.env == {"HF_TOKEN": "hf_x"}

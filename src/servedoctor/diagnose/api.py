@@ -1,22 +1,303 @@
-"""Entry points of the diagnosis engine (stub: filled in by the diagnosis engine work)."""
+"""Entry points of the diagnosis engine: a log (path, stream or text) → :class:`Diagnosis`."""
 
 from __future__ import annotations
 
+import io
+import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import BinaryIO
 
-from servedoctor.model import Diagnosis
+from servedoctor.diagnose.hypotheses import from_hits, localise, rank
+from servedoctor.diagnose.locate import locate
+from servedoctor.diagnose.match import Hit, match_rules
+from servedoctor.diagnose.observe import Observations, Text, observe
+from servedoctor.errors import UserError
+from servedoctor.knowledge.registry import Registry, default_registry
+from servedoctor.logs.events import Event, extract
+from servedoctor.logs.scan import Scanner, ScanStats
+from servedoctor.model import Diagnosis, Evidence
+from servedoctor.redact import redact_text
+
+#: Error class when no rule classifies a failure event, by event kind.
+KIND_CLASS: dict[str, str] = {
+    "kernel_assert": "device_assert",
+    "oom": "cuda_oom",
+    "nccl": "nccl_error",
+}
 
 
 def diagnose_path(
-    path: str | Path, *, engine: str = "auto", phase_hint: str | None = None
+    path: str | Path,
+    *,
+    engine: str = "auto",
+    phase_hint: str | None = None,
+    command_flags: Mapping[str, str | None] | None = None,
+    arch: str | None = None,
+    registry: Registry | None = None,
 ) -> Diagnosis:
-    """Diagnose one log file (``-`` for stdin). ``phase_hint`` is the supervisor's phase."""
-    return Diagnosis(
-        file=str(path), error_class=None, phase=None, component=None, culprit=None, summary=""
+    """Diagnose one log file (``-`` reads stdin). Bad input raises :class:`UserError`."""
+    name = str(path)
+    if name == "-":
+        return diagnose_stream(
+            sys.stdin.buffer,
+            name="<stdin>",
+            engine=engine,
+            phase_hint=phase_hint,
+            command_flags=command_flags,
+            arch=arch,
+            registry=registry,
+        )
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"{name}: no such file")
+    if p.is_dir():
+        raise UserError(f"{name}: is a directory, not a log file")
+    try:
+        with p.open("rb") as f:
+            head = f.read(8192)
+            if not head:
+                raise UserError(f"{name}: empty file, nothing to diagnose")
+            if _looks_binary(head):
+                raise UserError(f"{name}: binary file, not a text log")
+            f.seek(0)
+            return diagnose_stream(
+                f,
+                name=name,
+                engine=engine,
+                phase_hint=phase_hint,
+                command_flags=command_flags,
+                arch=arch,
+                registry=registry,
+            )
+    except PermissionError as exc:
+        raise UserError(f"{name}: cannot read ({exc.strerror})") from exc
+    except IsADirectoryError as exc:
+        raise UserError(f"{name}: is a directory, not a log file") from exc
+
+
+def diagnose_text(
+    text: str,
+    *,
+    name: str = "<text>",
+    engine: str = "auto",
+    phase_hint: str | None = None,
+    command_flags: Mapping[str, str | None] | None = None,
+    arch: str | None = None,
+    registry: Registry | None = None,
+) -> Diagnosis:
+    return diagnose_stream(
+        io.BytesIO(text.encode("utf-8")),
+        name=name,
+        engine=engine,
+        phase_hint=phase_hint,
+        command_flags=command_flags,
+        arch=arch,
+        registry=registry,
     )
 
 
-def diagnose_text(text: str, *, name: str = "<text>", engine: str = "auto") -> Diagnosis:
-    return Diagnosis(
-        file=name, error_class=None, phase=None, component=None, culprit=None, summary=""
+def _looks_binary(head: bytes) -> bool:
+    if b"\x00" in head:
+        return True
+    controls = sum(1 for b in head if b < 9 or (13 < b < 32 and b != 27))
+    return controls > len(head) // 10
+
+
+def diagnose_stream(
+    stream: BinaryIO,
+    *,
+    name: str,
+    engine: str = "auto",
+    phase_hint: str | None = None,
+    command_flags: Mapping[str, str | None] | None = None,
+    arch: str | None = None,
+    registry: Registry | None = None,
+) -> Diagnosis:
+    scanner = Scanner(stream)
+    events = extract(scanner)
+    obs = observe(events, engine=engine, command_flags=command_flags, last_line=scanner.stats.lines)
+    return diagnose_observations(
+        obs,
+        name=name,
+        phase_hint=phase_hint,
+        arch=arch,
+        registry=registry or default_registry(),
+        stats=scanner.stats,
     )
+
+
+def _root_failure(obs: Observations) -> Event | None:
+    """The first failure that is not a consequence (NCCL timeouts follow other failures)."""
+    failures = obs.failures
+    primary = [e for e in failures if e.kind != "nccl"]
+    if primary:
+        # a traceback with an exception beats the loose lines around it
+        with_exc = [e for e in primary if e.kind in ("traceback", "exception", "kernel_assert")]
+        return (with_exc or primary)[0]
+    return failures[0] if failures else None
+
+
+def _root_text(event: Event | None, hit: Hit | None) -> Text | None:
+    if hit is not None and hit.text is not None:
+        return hit.text
+    if event is None:
+        return None
+    if event.kind == "traceback" and event.fields.get("exc_line"):
+        message = str(event.fields.get("message") or "").split("\n")[0]
+        return Text(
+            int(event.fields["exc_line"]),
+            f"{event.fields['exc_type']}: {message}",
+            event,
+            "exception",
+        )
+    return Text(event.line, event.text, event, "line")
+
+
+def diagnose_observations(
+    obs: Observations,
+    *,
+    name: str,
+    phase_hint: str | None,
+    arch: str | None,
+    registry: Registry,
+    stats: ScanStats | None = None,
+) -> Diagnosis:
+    rules = registry.area("diagnose")
+    hits = match_rules(rules, obs, arch=arch, phase=None)
+    classifiers = [h for h in hits if h.rule.labels.error_class]
+    root_hit = max(classifiers, key=lambda h: (h.rule.priority, -h.line)) if classifiers else None
+    root_event = root_hit.text.event if root_hit and root_hit.text else _root_failure(obs)
+
+    error_class: str | None
+    if root_hit is not None:
+        error_class = root_hit.rule.labels.error_class
+    elif root_event is not None:
+        error_class = KIND_CLASS.get(root_event.kind, "other")
+    else:
+        error_class = None
+
+    extras: dict[str, object] = {
+        "lines": stats.lines if stats else None,
+        "lines_read": stats.lines_cleaned if stats else None,
+        "truncated": stats.truncated_last_line if stats else False,
+        "events": len(obs.events),
+        "flags_in_effect": dict(sorted(obs.flags.items())),
+    }
+    if error_class is None:
+        return Diagnosis(
+            file=name,
+            error_class=None,
+            phase=None,
+            component=None,
+            culprit=None,
+            summary="No failure found in the log.",
+            engine=obs.engine,
+            extras=extras,
+        )
+
+    root_text = _root_text(root_event, root_hit)
+    labels = root_hit.rule.labels if root_hit else None
+    loc = locate(
+        obs,
+        error_class=error_class,
+        root=root_event,
+        root_text=root_text.text if root_text else "",
+        rule_phase=labels.phase if labels else None,
+        rule_component=labels.component if labels else None,
+        rule_culprit=labels.culprit if labels else None,
+        phase_hint=phase_hint,
+        phase_default=labels.phase_default if labels else None,
+    )
+    context_hits = match_rules(
+        rules, obs, arch=arch, error_class=error_class, phase=loc.phase, contextual=True
+    )
+    component, culprit = loc.component, loc.culprit
+    for hit in context_hits:
+        if component in (None, "unknown") and hit.rule.labels.component:
+            component = hit.rule.labels.component
+        if culprit is None and hit.rule.labels.culprit:
+            culprit = hit.rule.labels.culprit
+
+    supporting = [h for h in hits if h is not root_hit and not h.rule.labels.error_class]
+    hypotheses = from_hits([*supporting, *context_hits], obs, root=root_hit)
+    first = localise(loc.sync_frame, error_class, obs)
+    if first is not None:
+        hypotheses.insert(0, first)
+
+    evidence = _evidence(obs, root_text, root_event, loc.sync_frame, [*supporting, *context_hits])
+    summary = _summary(error_class, loc.phase, component, culprit, root_text, loc.sync_frame)
+    extras["phase_source"] = loc.phase_source
+    return Diagnosis(
+        file=name,
+        error_class=error_class,
+        phase=loc.phase,
+        component=component or "unknown",
+        culprit=culprit,
+        summary=redact_text(summary),
+        evidence=tuple(Evidence(e.line, redact_text(e.text), e.role) for e in evidence),
+        hypotheses=rank(hypotheses),
+        rules=tuple(
+            dict.fromkeys(
+                [
+                    *(h.rule.id for h in ([root_hit] if root_hit else [])),
+                    *(h.rule.id for h in classifiers),
+                    *(h.rule.id for h in supporting),
+                    *(h.rule.id for h in context_hits),
+                ]
+            )
+        ),
+        engine=obs.engine,
+        sync_point=loc.sync_frame is not None,
+        extras=extras,
+    )
+
+
+def _evidence(
+    obs: Observations,
+    root_text: Text | None,
+    root_event: Event | None,
+    sync_frame: object,
+    clues: list[Hit],
+) -> list[Evidence]:
+    found: dict[int, Evidence] = {}
+
+    def add(line: int, text: str, role: str) -> None:
+        if line > 0 and line not in found:
+            found[line] = Evidence(line=line, text=text.strip()[:400], role=role)  # type: ignore[arg-type]
+
+    if root_text is not None:
+        add(root_text.line, root_text.text, "error")
+    if root_event is not None:
+        if root_event.kind == "kernel_assert":
+            add(root_event.line, f"{root_event.text}  (×{root_event.count})", "error")
+        for frame in root_event.frames[-2:]:
+            add(frame.at, f"{frame.render()}  {frame.code}".rstrip(), "frame")
+        marker = obs.last_phase_before(root_event.line)
+        if marker is not None:
+            add(marker.line, marker.text, "context")
+    for event in obs.events:
+        if event.kind == "kernel_assert" and event is not root_event:
+            add(event.line, f"{event.text}  (×{event.count})", "context")
+    for hit in clues:
+        if hit.text is not None:
+            add(hit.text.line, hit.text.text, "clue")
+    return sorted(found.values(), key=lambda e: e.line)[:12]
+
+
+def _summary(
+    error_class: str,
+    phase: str | None,
+    component: str | None,
+    culprit: str | None,
+    root_text: Text | None,
+    sync_frame: object,
+) -> str:
+    where = f" in {component}" if component and component != "unknown" else ""
+    who = f" ({culprit})" if culprit else ""
+    what = f": {root_text.text.strip()[:160]}" if root_text else ""
+    text = f"{error_class} during {phase or 'an unknown phase'}{where}{who}{what}"
+    if sync_frame is not None:
+        func = getattr(sync_frame, "func", "?")
+        text += f" — raised at a synchronisation point in {func}, not by the kernel that failed"
+    return text + ("" if text.endswith(".") else ".")

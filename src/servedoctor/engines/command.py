@@ -44,10 +44,28 @@ _SERVE_PROGRAMS: dict[str, str] = {
 }
 #: ``docker run`` options that take no value; every other option takes one.
 _DOCKER_BOOL = {
-    "--rm", "-d", "--detach", "-i", "--interactive", "-t", "--tty", "-it", "-ti", "-itd",
-    "-dit", "--privileged", "--init", "-P", "--publish-all", "--read-only", "--sig-proxy",
-    "--no-healthcheck", "--oom-kill-disable", "-q", "--quiet",
-}  # fmt: skip
+    "--rm",
+    "-d",
+    "--detach",
+    "-i",
+    "--interactive",
+    "-t",
+    "--tty",
+    "-it",
+    "-ti",
+    "-itd",
+    "-dit",
+    "--privileged",
+    "--init",
+    "-P",
+    "--publish-all",
+    "--read-only",
+    "--sig-proxy",
+    "--no-healthcheck",
+    "--oom-kill-disable",
+    "-q",
+    "--quiet",
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,6 +80,14 @@ class EngineSpec(_Strict):
     chat_path: str = "/v1/chat/completions"
     default_host: str = "127.0.0.1"
     default_port: int = 8000
+    first_forward: Phase | None = Field(
+        default=None,
+        description="phase of the engine's first forward pass during start-up (vLLM: the "
+        "memory profiling run; SGLang: CUDA graph capture)",
+    )
+    warmup_before_ready: bool = Field(
+        default=False, description="serves its own warm-up request before saying 'ready'"
+    )
     host_flags: list[str] = Field(default_factory=lambda: ["--host"])
     port_flags: list[str] = Field(default_factory=lambda: ["--port"])
 

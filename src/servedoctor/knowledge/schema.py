@@ -29,6 +29,9 @@ class Labels(_Strict):
 
     error_class: ErrorClass | None = None
     phase: Phase | None = None
+    phase_default: Phase | None = Field(
+        default=None, description="phase when frames, error text and markers say nothing"
+    )
     component: Component | None = None
     culprit: str | None = None
 
@@ -46,6 +49,9 @@ class Conditions(_Strict):
         default_factory=dict,
         description="flag name → regex its effective value must match ('*' = set at all)",
     )
+    at_end: int = Field(
+        default=0, ge=0, description="the matching line must be among the log's last N lines"
+    )
 
 
 class ChangeSpec(_Strict):
@@ -53,12 +59,27 @@ class ChangeSpec(_Strict):
 
     kind: ChangeKind
     name: str
-    value: str | None = None
+    value: str | None = Field(
+        default=None,
+        description="may hold {group} (text the rule captured) or {flag:name±step} (a flag in "
+        "effect, optionally shifted by a number)",
+    )
+    default: str | None = Field(default=None, description="value when a placeholder is unknown")
     cause: str = Field(description="the hypothesis this change tests, in one sentence")
     confidence: float = Field(default=0.5, ge=0.0, le=1.0)
+    engines: list[str] = Field(
+        default_factory=list, description="only offered for these engines (all when empty)"
+    )
 
     def to_change(self) -> Change:
         return Change(kind=self.kind, name=self.name, value=self.value)
+
+
+class Examples(_Strict):
+    """Log snippets the rule must fire on, and look-alikes it must not fire on."""
+
+    fires: list[str] = Field(default_factory=list)
+    ok: list[str] = Field(default_factory=list)
 
 
 class Rule(_Strict):
@@ -81,6 +102,7 @@ class Rule(_Strict):
     change_safety: str = ""
     changes: list[ChangeSpec] = Field(default_factory=list)
     references: list[str] = Field(default_factory=list)
+    examples: Examples = Field(default_factory=Examples)
 
     @field_validator("id")
     @classmethod

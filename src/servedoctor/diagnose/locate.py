@@ -1,0 +1,273 @@
+"""Where and when: phase, component, culprit and sync point of the root failure."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from servedoctor.diagnose.observe import Observations
+from servedoctor.diagnose.tables import tables
+from servedoctor.engines import all_engines
+from servedoctor.logs.events import Event, Frame
+
+#: Phase when nothing in the log says otherwise, by error class. Kernel faults happen
+#: where kernels run, serving; backend support is checked while the model is built.
+CLASS_PHASE: dict[str, str] = {
+    "build_failure": "install",
+    "abi_mismatch": "startup",
+    "missing_dependency": "startup",
+    "driver_mismatch": "startup",
+    "port_conflict": "startup",
+    "model_unsupported": "startup",
+    "kv_cache_capacity": "memory_setup",
+    "nccl_error": "startup",
+    "arch_unsupported": "load",
+    "device_assert": "serving",
+    "illegal_memory_access": "serving",
+    "cublas_error": "serving",
+    "numerical": "serving",
+    "hang": "serving",
+}
+
+#: Errors raised by a kernel while the model runs (not by set-up code).
+KERNEL_CLASSES = frozenset(
+    {
+        "arch_unsupported",
+        "illegal_memory_access",
+        "device_assert",
+        "cublas_error",
+        "triton_error",
+        "numerical",
+    }
+)
+
+#: torch numbers each process group's collectives; a timeout of one of the first few
+#: happened while the ranks were still being set up.
+_SEQNUM = re.compile(r"SeqNum=(\d+)")
+EARLY_COLLECTIVES = 16
+
+#: Component when nothing more specific is known, by error class.
+CLASS_COMPONENT: dict[str, str] = {
+    "cuda_oom": "memory",
+    "kv_cache_capacity": "memory",
+    "nccl_error": "communication",
+    "abi_mismatch": "environment",
+    "missing_dependency": "environment",
+    "driver_mismatch": "environment",
+    "build_failure": "environment",
+    "arch_unsupported": "environment",
+    "port_conflict": "environment",
+    "model_unsupported": "model",
+    "triton_error": "environment",
+}
+
+ASYNC_CLASSES = frozenset({"device_assert", "illegal_memory_access"})
+
+
+def _where(frame: Frame) -> str:
+    return f"{frame.file}:{frame.func}"
+
+
+def phase_from_frames(frames: tuple[Frame, ...]) -> str | None:
+    """Outermost lifecycle frame, else innermost serving frame."""
+    t = tables()
+    found = [(i, t.phase_of_frame(_where(f))) for i, f in enumerate(frames)]
+    lifecycle = [p for _, p in found if p in t.lifecycle]
+    if lifecycle:
+        return lifecycle[0]
+    serving = [p for _, p in found if p is not None]
+    specific = [p for p in serving if p in ("prefill", "decode")]
+    if specific:
+        return specific[-1]
+    return serving[-1] if serving else None
+
+
+def frames_near(obs: Observations, root: Event | None) -> tuple[Frame, ...]:
+    """The frames that explain the root failure: its own traceback, or the chain around it."""
+    if root is None:
+        return ()
+    if root.frames:
+        return root.frames
+    tracebacks = [e for e in obs.events if e.kind in ("traceback", "stack") and e.frames]
+    if not tracebacks:
+        return ()
+    # the traceback that holds the root line, else the nearest one before or after it
+    nearest = min(
+        tracebacks,
+        key=lambda e: (
+            0
+            if e.line <= root.line <= e.last_line
+            else min(abs(e.line - root.line), abs(e.last_line - root.line))
+        ),
+    )
+    return nearest.frames
+
+
+def all_frames(obs: Observations) -> tuple[Frame, ...]:
+    frames: list[Frame] = []
+    for event in obs.events:
+        if event.kind in ("traceback", "stack"):
+            frames.extend(event.frames)
+    return tuple(frames)
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    phase: str | None
+    phase_source: str
+    component: str | None
+    culprit: str | None
+    sync_frame: Frame | None
+
+
+def _class_phase(error_class: str, obs: Observations) -> str:
+    if error_class == "nccl_error":
+        numbers = [int(m.group(1)) for t in obs.texts for m in [_SEQNUM.search(t.text)] if m]
+        if numbers and min(numbers) > EARLY_COLLECTIVES:
+            return "serving"
+    return CLASS_PHASE.get(error_class, "startup")
+
+
+def _warmup_refinement(obs: Observations, phase: str, root: Event | None) -> str:
+    """Serving markers before the engine says 'ready' belong to its own warm-up request."""
+    spec = all_engines().get(obs.engine or "")
+    if spec is None or not spec.warmup_before_ready or root is None:
+        return phase
+    before = [p for p in obs.phases if p.line <= root.line]
+    saw_warmup = any(p.fields["phase"] == "warmup" for p in before)
+    saw_ready = any(p.fields.get("label") == "ready" for p in before)
+    return "warmup" if saw_warmup and not saw_ready else phase
+
+
+def locate(
+    obs: Observations,
+    *,
+    error_class: str,
+    root: Event | None,
+    root_text: str,
+    rule_phase: str | None,
+    rule_component: str | None,
+    rule_culprit: str | None,
+    phase_hint: str | None,
+    phase_default: str | None = None,
+) -> Location:
+    frames = frames_near(obs, root)
+    message = root_text
+    if root is not None and root.fields.get("message"):
+        message = f"{root_text}\n{root.fields['message']}"
+    if root is not None:
+        # detail lines printed right after a one-line error (llama.cpp, C++ stack lines)
+        after = [
+            t.text
+            for t in obs.texts
+            if root.line < t.line <= root.last_line + 3
+            and t.role == "line"
+            and t.event.kind not in ("traceback", "stack")
+            and t.event.rank == root.rank
+        ]
+        message = "\n".join([message, *after])
+        if error_class == "build_failure":
+            # what a JIT compiler was building when it failed
+            jit = [e for e in obs.events if e.kind == "jit" and e.line <= root.line]
+            if jit:
+                message += "\n" + jit[-1].text
+    phase, source = _phase(obs, error_class, root, message, frames, rule_phase, phase_hint)
+    if source == "class" and phase_default is not None:
+        phase = phase_default
+    if phase == "serving" and phase_hint in ("prefill", "decode"):
+        phase = phase_hint
+    if phase in ("prefill", "decode", "serving") and source in ("marker", "frames", "text"):
+        phase = _warmup_refinement(obs, phase, root)
+
+    sync = _sync_frame(frames, error_class, obs)
+    component, culprit = _component(frames, message, skip_frames=sync is not None)
+    component = rule_component or component or CLASS_COMPONENT.get(error_class, "unknown")
+    culprit = rule_culprit or culprit
+    return Location(
+        phase=phase, phase_source=source, component=component, culprit=culprit, sync_frame=sync
+    )
+
+
+def _phase(
+    obs: Observations,
+    error_class: str,
+    root: Event | None,
+    message: str,
+    frames: tuple[Frame, ...],
+    rule_phase: str | None,
+    phase_hint: str | None,
+) -> tuple[str, str]:
+    """Rule label, then frames, then words in the error, then markers, hint, class default."""
+    if rule_phase is not None:
+        return rule_phase, "rule"
+    t = tables()
+    for candidate in (frames, all_frames(obs)):
+        phase = phase_from_frames(candidate)
+        if phase is not None:
+            in_init = any(t.engine_init.search(_where(f)) for f in candidate)
+            spec = all_engines().get(obs.engine or "")
+            if (
+                phase == "startup"
+                and in_init
+                and error_class in KERNEL_CLASSES
+                and spec is not None
+                and spec.first_forward
+            ):
+                return spec.first_forward, "frames"
+            return phase, "frames"
+        if candidate and error_class in KERNEL_CLASSES:
+            spec = all_engines().get(obs.engine or "")
+            if (
+                spec is not None
+                and spec.first_forward
+                and any(t.engine_init.search(_where(f)) for f in candidate)
+            ):
+                return spec.first_forward, "frames"
+    phase = t.phase_of_text(message) or t.phase_of_text(
+        "\n".join(f.func for f in frames if f.file == "<native>")
+    )
+    if phase is not None:
+        return phase, "text"
+    if root is not None:
+        marker = obs.last_phase_before(root.line)
+        if marker is not None:
+            return marker.fields["phase"], "marker"
+    if phase_hint:
+        return phase_hint, "supervisor"
+    return _class_phase(error_class, obs), "class"
+
+
+def _component(
+    frames: tuple[Frame, ...], message: str, *, skip_frames: bool
+) -> tuple[str | None, str | None]:
+    """The error text first (kernel and library names), then frames innermost-first.
+
+    A frame that only synchronises shows where an asynchronous error surfaced, not where
+    it happened, so such frames are skipped.
+    """
+    t = tables()
+    component: str | None = None
+    culprit: str | None = None
+    candidates = [message]
+    if not skip_frames:
+        candidates += [_where(f) + " " + f.code for f in reversed(frames)]
+    for text in candidates:
+        for row in t.components_of(text):
+            component = component or row.component
+            culprit = culprit or row.culprit
+        if component and culprit:
+            break
+    return component, culprit
+
+
+def _sync_frame(frames: tuple[Frame, ...], error_class: str, obs: Observations) -> Frame | None:
+    """The innermost frame, when it only waits for the GPU and the error is asynchronous."""
+    asynchronous = error_class in ASYNC_CLASSES or any(
+        "asynchronously reported" in t.text for t in obs.texts[-400:]
+    )
+    if not asynchronous or not frames:
+        return None
+    inner = frames[-1]
+    if tables().sync_points.search(inner.code) or tables().sync_points.search(inner.func + "("):
+        return inner
+    return None

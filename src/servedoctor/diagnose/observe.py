@@ -1,0 +1,142 @@
+"""Events → :class:`Observations`: what the diagnosis reasons over.
+
+Holds the texts rules are matched against (each with its line number and event), the
+effective flags (config dump, then the server's own overrides, then the command), the
+phase markers, and the engine the log came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from servedoctor.engines import all_engines
+from servedoctor.engines.effective import parse_effective_config
+from servedoctor.logs.events import Event
+
+GENERIC_ENGINE = "openai"
+
+FAILURE_KINDS = frozenset(
+    {"traceback", "exception", "kernel_assert", "cuda_error", "oom", "nccl", "fatal"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """One string a rule can match: a line of the log, or a traceback frame."""
+
+    line: int
+    text: str
+    event: Event
+    role: str = "line"  # line | exception | message | frame
+
+
+def normalise_flag(name: str) -> str:
+    return name.strip().lstrip("-").replace("-", "_").lower()
+
+
+@dataclass
+class Observations:
+    events: list[Event]
+    texts: list[Text] = field(default_factory=list)
+    flags: dict[str, str] = field(default_factory=dict)
+    flag_sources: dict[str, str] = field(default_factory=dict)
+    overrides: list[Event] = field(default_factory=list)
+    phases: list[Event] = field(default_factory=list)
+    engine: str | None = None
+    last_line: int = 0
+
+    @property
+    def failures(self) -> list[Event]:
+        return [e for e in self.events if e.kind in FAILURE_KINDS]
+
+    def flag(self, name: str) -> str | None:
+        return self.flags.get(normalise_flag(name))
+
+    def last_phase_before(self, line: int) -> Event | None:
+        before = [p for p in self.phases if p.line <= line]
+        return before[-1] if before else None
+
+
+def _texts_of(event: Event) -> Iterable[Text]:
+    if event.kind in ("traceback", "stack"):
+        if event.fields.get("header"):
+            yield Text(event.line, str(event.fields["header"]), event, "line")
+        for frame in event.frames:
+            yield Text(frame.at, f"{frame.render()}  {frame.code}".rstrip(), event, "frame")
+        exc_line = event.fields.get("exc_line")
+        if exc_line:
+            message = str(event.fields.get("message") or "").split("\n")
+            head = f"{event.fields.get('exc_type')}: {message[0]}"
+            yield Text(exc_line, head, event, "exception")
+            for offset, extra in enumerate(message[1:], start=1):
+                yield Text(exc_line + offset, extra, event, "message")
+        return
+    yield Text(event.line, event.text, event, "line")
+
+
+def _stringify(value: Any) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def observe(
+    events: list[Event],
+    *,
+    engine: str | None = None,
+    command_flags: Mapping[str, str | None] | None = None,
+    last_line: int = 0,
+) -> Observations:
+    obs = Observations(
+        events=events, last_line=last_line or max((e.last_line for e in events), default=0)
+    )
+    votes: dict[str, int] = {}
+    for event in events:
+        obs.texts.extend(_texts_of(event))
+        if event.kind == "phase":
+            obs.phases.append(event)
+            if event.fields["engine"] != GENERIC_ENGINE:
+                votes[event.fields["engine"]] = votes.get(event.fields["engine"], 0) + 1
+        elif event.kind == "config":
+            votes[event.fields["engine"]] = votes.get(event.fields["engine"], 0) + 3
+            for key, value in (parse_effective_config(event.fields["line"]) or {}).items():
+                obs.flags[normalise_flag(key)] = _stringify(value)
+                obs.flag_sources[normalise_flag(key)] = "config"
+        elif event.kind == "override":
+            obs.overrides.append(event)
+    for event in obs.overrides:
+        name = normalise_flag(event.fields.get("name", ""))
+        value = event.fields.get("value")
+        if name and value is not None:
+            obs.flags[name] = str(value)
+            obs.flag_sources[name] = "override"
+    for key, value in (command_flags or {}).items():
+        obs.flags[normalise_flag(key)] = "true" if value is None else str(value)
+        obs.flag_sources[normalise_flag(key)] = "command"
+    if engine and engine != "auto":
+        obs.engine = engine
+    else:
+        text_votes = _engine_votes(obs.texts)
+        for name, n in text_votes.items():
+            votes[name] = votes.get(name, 0) + 2 * n
+        obs.engine = max(votes, key=lambda k: votes[k]) if votes else None
+    wanted = (
+        obs.engine if obs.engine in {p.fields["engine"] for p in obs.phases} else GENERIC_ENGINE
+    )
+    obs.phases = [p for p in obs.phases if p.fields["engine"] == wanted]
+    return obs
+
+
+def _engine_votes(texts: list[Text]) -> dict[str, int]:
+    """Lines that name an engine (its module paths, its distinctive messages)."""
+    votes: dict[str, int] = {}
+    sample = [t.text for t in texts[:2000]]
+    for spec in all_engines().values():
+        for text in sample:
+            if any(r.search(text) for r in spec.log_re):
+                votes[spec.name] = votes.get(spec.name, 0) + 1
+    return votes

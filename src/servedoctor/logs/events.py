@@ -1,0 +1,521 @@
+"""Cleaned lines → :class:`Event` values.
+
+One pass, line by line, with a little state per rank (interleaved ranks each build their own
+traceback). Recognised: Python tracebacks (chained, truncated, rich-boxed), thread dumps
+(faulthandler, py-spy), CUDA kernel assertion floods folded into one event, the one-line
+signals of ``signals.yaml`` (CUDA errors, OOM with its numbers, NCCL, overrides, version
+warnings), phase markers of the engine specs, and the effective config dump.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from servedoctor.engines import EngineSpec, all_engines
+from servedoctor.logs.lines import Line
+
+EventKind = Literal[
+    "phase",
+    "traceback",
+    "stack",
+    "exception",
+    "kernel_assert",
+    "cuda_error",
+    "oom",
+    "nccl",
+    "fatal",
+    "override",
+    "version_warning",
+    "warning",
+    "config",
+    "notable",
+    "jit",
+    "tail",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    file: str
+    line: int | None
+    func: str
+    code: str = ""
+    at: int = 0
+
+    def render(self) -> str:
+        return f'File "{self.file}", line {self.line}, in {self.func}'
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    kind: EventKind
+    line: int
+    text: str
+    end_line: int = 0
+    rank: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    frames: tuple[Frame, ...] = ()
+    count: int = 1
+
+    @property
+    def last_line(self) -> int:
+        return max(self.line, self.end_line)
+
+
+# --- patterns -------------------------------------------------------------------------
+
+_TB_HEAD = re.compile(r"Traceback \(most recent call last\)")
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in | in )(?P<func>\S+)')
+_BOX_FRAME = re.compile(r"│\s*(?P<file>[^\s│]+?):(?P<line>\d+) in (?P<func>[\w<>.]+)")
+_PYSPY_FRAME = re.compile(r"^\s{2,}(?P<func>[\w<>.]+) \((?P<file>[^()\s:]+):(?P<line>\d+)\)\s*$")
+_NATIVE_FRAME = re.compile(r"^\s*(?:frame #\d+: |\d+\s+0x[0-9a-f]{6,} )(?P<func>.+)$")  # C++
+_THREAD_HEAD = re.compile(
+    r"^(?:Thread 0x[0-9a-f]+ \(most recent call first\)"
+    r"|Thread \d+ \((?:active|idle)[^)]*\)|Current thread 0x)"
+)
+_CHAIN = re.compile(
+    r"During handling of the above exception|The above exception was the direct cause"
+)
+_EXC = re.compile(
+    r"^(?P<type>(?:[A-Za-z_][\w]*\.)*\w*(?:Error|Exception|Interrupt|Exit|Failure|"
+    r"Resources|Warning|Abort)|KeyError|StopIteration|AssertionError|NotImplementedError|"
+    r"(?:[A-Za-z_][\w]*\.)+[A-Z]\w+)(?::\s?(?P<msg>.*))?$"
+)
+_EXC_STANDALONE = re.compile(
+    r"^(?P<type>(?:[A-Za-z_][\w]*\.)*\w*(?:Error|Exception)):\s?(?P<msg>.+)$"
+)
+_KERNEL_ASSERT = re.compile(
+    r"(?P<file>[^\s:]+\.(?:cu|cuh|cpp|h|hpp|py)):(?P<line>\d+): (?P<kernel>[^:]+?):"
+    r"(?: block: \[[\d,\s]+\], thread: \[[\d,\s]+\])? "
+    r"Assertion [`'](?P<cond>.+?)['`]?(?: failed\.?)?$"
+)
+_NOTABLE = re.compile(
+    r"(?i)error|fail|fatal|warn|assert|exception|unsupported|not supported|not compatible|"
+    r"insufficient|undefined symbol|cannot|could not|unable to|no module|not found|time(?:d )?out|"
+    r"killed|abort|panic|invalid|mismatch|refused|denied|in use|\bnan\b|not implemented"
+)
+_LOUD_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL", "E", "F", "WARN", "WARNING", "W"})
+_SIZE = r"[\d.]+ ?[KMGT]i?B"
+_OOM_TRIED = re.compile(rf"Tried to allocate (?P<v>{_SIZE})")
+_OOM_CAP = re.compile(rf"total capacity of (?P<v>{_SIZE})")
+_OOM_FREE = re.compile(rf"(?P<v>{_SIZE}) is free")
+_OOM_REQ = re.compile(rf"Requested\s*:\s*(?P<v>{_SIZE})")
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    kind: EventKind
+    regex: re.Pattern[str]
+    name: str | None = None
+
+
+@lru_cache(maxsize=1)
+def signals() -> tuple[Signal, ...]:
+    raw = yaml.safe_load((Path(__file__).parent / "signals.yaml").read_text(encoding="utf-8"))
+    return tuple(
+        Signal(kind=s["kind"], regex=re.compile(s["pattern"]), name=s.get("name")) for s in raw
+    )
+
+
+def _oom_fields(text: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, regex in (("tried", _OOM_TRIED), ("capacity", _OOM_CAP), ("free", _OOM_FREE)):
+        m = regex.search(text)
+        if m:
+            out[key] = m.group("v")
+    m = _OOM_REQ.search(text)
+    if m and "tried" not in out:
+        out["tried"] = m.group("v")
+    return out
+
+
+# --- traceback assembly ------------------------------------------------------------------
+
+
+@dataclass
+class _Traceback:
+    start: int
+    rank: str | None
+    header: bool
+    chained: bool
+    frames: list[Frame] = field(default_factory=list)
+    exc_type: str | None = None
+    message: list[str] = field(default_factory=list)
+    exc_line: int = 0
+    last: int = 0
+    boxed: bool = False
+    stack: bool = False
+    native: bool = False
+    header_text: str = ""
+
+    def event(self) -> Event:
+        text = (
+            f"{self.exc_type}: {self.message[0]}"
+            if self.exc_type and self.message
+            else (self.exc_type or (self.frames[-1].func if self.frames else "traceback"))
+        )
+        return Event(
+            kind="stack" if self.stack else "traceback",
+            line=self.start,
+            end_line=self.last,
+            text=text,
+            rank=self.rank,
+            frames=tuple(reversed(self.frames)) if self.stack else tuple(self.frames),
+            fields={
+                "exc_type": self.exc_type,
+                "message": "\n".join(self.message),
+                "exc_line": self.exc_line or None,
+                "truncated": not self.header,
+                "chained": self.chained,
+                "header": self.header_text,
+            },
+        )
+
+
+MAX_MESSAGE_LINES = 8
+MAX_FRAMES = 400
+
+
+class EventExtractor:
+    """Feed cleaned lines in order; collect events. Memory stays bounded per traceback."""
+
+    def __init__(self, engines: Iterable[EngineSpec] | None = None) -> None:
+        self.engines = list(engines) if engines is not None else list(all_engines().values())
+        self._open: dict[str | None, _Traceback] = {}
+        self._chain_pending: set[str | None] = set()
+        self._asserts: dict[tuple[str, str], Event] = {}
+        self._signal_counts: dict[tuple[str, str], int] = {}
+        self._orphan_code: dict[str | None, tuple[int, str]] = {}
+
+    # Each handler returns True when it consumed the line.
+    def feed(self, line: Line) -> Iterator[Event]:
+        text = line.text
+        key = line.rank or line.source
+        tb = self._open.get(key)
+        if tb is not None and line.number - tb.last > 60:
+            yield from self._close(key)
+            tb = None
+
+        if _TB_HEAD.search(text):
+            yield from self._close(key)
+            self._open[key] = _Traceback(
+                start=line.number,
+                rank=line.rank,
+                header=True,
+                chained=key in self._chain_pending,
+                boxed="╭" in text or "─" in text,
+                last=line.number,
+            )
+            self._chain_pending.discard(key)
+            # "Scheduler hit an exception: Traceback..." is a fatal marker as well
+            yield from self._one_liners(line)
+            return
+        if _THREAD_HEAD.match(text.strip()):
+            yield from self._close(key)
+            self._open[key] = _Traceback(
+                start=line.number,
+                rank=line.rank,
+                header=True,
+                chained=False,
+                stack=True,
+                last=line.number,
+                header_text=text.strip(),
+            )
+            return
+        if _CHAIN.search(text):
+            yield from self._close(key)
+            self._chain_pending.add(key)
+            return
+
+        native = _NATIVE_FRAME.match(text)
+        if native is not None:
+            if tb is None or not tb.native:
+                yield from self._close(key)
+                tb = _Traceback(
+                    start=line.number,
+                    rank=line.rank,
+                    header=False,
+                    chained=False,
+                    stack=True,
+                    native=True,
+                    last=line.number,
+                )
+                self._open[key] = tb
+            if len(tb.frames) < MAX_FRAMES:
+                tb.frames.append(
+                    Frame(
+                        file="<native>",
+                        line=None,
+                        func=native.group("func").strip()[:240],
+                        at=line.number,
+                    )
+                )
+            tb.last = line.number
+            yield from self._one_liners(line, inside_traceback=True)
+            return
+        if tb is not None and tb.native:
+            yield from self._close(key)
+            tb = None
+
+        frame = _FRAME.match(text) or (_BOX_FRAME.search(text) if "│" in text else None)
+        if frame is None and tb is not None and tb.stack:
+            frame = _PYSPY_FRAME.match(text)
+        if frame is not None:
+            if tb is None or tb.exc_type is not None:
+                yield from self._close(key)
+                tb = _Traceback(
+                    start=line.number,
+                    rank=line.rank,
+                    header=False,
+                    chained=key in self._chain_pending,
+                    last=line.number,
+                    stack=" in " in text and ", in " not in text and "File" in text,
+                )
+                self._chain_pending.discard(key)
+                self._open[key] = tb
+                orphan = self._orphan_code.pop(key, None)
+                if orphan is not None and line.number - orphan[0] <= 3:
+                    # a truncated excerpt often starts with the code of a frame it cut off
+                    tb.frames.append(
+                        Frame(file="?", line=None, func="?", code=orphan[1], at=orphan[0])
+                    )
+                    tb.start = orphan[0]
+            if len(tb.frames) < MAX_FRAMES:
+                tb.frames.append(
+                    Frame(
+                        file=frame.group("file"),
+                        line=int(frame.group("line")),
+                        func=frame.group("func"),
+                        at=line.number,
+                    )
+                )
+            tb.last = line.number
+            return
+
+        if tb is not None:
+            consumed = self._continue(tb, line)
+            if consumed:
+                yield from self._one_liners(line, inside_traceback=True)
+                return
+            yield from self._close(key)
+
+        if text[:1].isspace() and text.strip():
+            self._orphan_code[key] = (line.number, text.strip()[:300])
+        em = _EXC_STANDALONE.match(text.strip())
+        if em:
+            # an exception line without its traceback (an excerpt): keep its message lines
+            self._open[key] = _Traceback(
+                start=line.number,
+                rank=line.rank,
+                header=False,
+                chained=False,
+                exc_type=em.group("type"),
+                message=[em.group("msg")],
+                exc_line=line.number,
+                last=line.number,
+            )
+            yield from self._one_liners(line, inside_traceback=True)
+            return
+        yield from self._one_liners(line)
+
+    def _continue(self, tb: _Traceback, line: Line) -> bool:
+        """Code lines, the exception line and its message continue an open traceback."""
+        text = line.text
+        stripped = text.strip()
+        if tb.exc_type is None:
+            if tb.boxed and (stripped.startswith(("│", "╰", "╭")) or not stripped):
+                tb.last = line.number
+                return True
+            if text[:1].isspace() and stripped and tb.frames:
+                if not tb.frames[-1].code and not set(stripped) <= set("^~ "):
+                    last = tb.frames[-1]
+                    tb.frames[-1] = Frame(last.file, last.line, last.func, stripped[:300], last.at)
+                tb.last = line.number
+                return True
+            if stripped in ("...", "") and line.number - tb.last <= 1:
+                tb.last = line.number
+                return stripped == "..."
+            m = _EXC.match(stripped)
+            if m and not stripped.startswith("Traceback"):
+                tb.exc_type = m.group("type")
+                tb.message = [m.group("msg") or ""]
+                tb.exc_line = line.number
+                tb.last = line.number
+                return True
+            return False
+        # message continuation: until a blank line or a structural line
+        if not stripped or len(tb.message) >= MAX_MESSAGE_LINES:
+            return False
+        if _FRAME.match(text) or _TB_HEAD.search(text) or _KERNEL_ASSERT.search(text):
+            return False
+        if line.number - tb.last > 1:
+            return False
+        tb.message.append(stripped[:500])
+        tb.last = line.number
+        return True
+
+    def _close(self, key: str | None) -> Iterator[Event]:
+        tb = self._open.pop(key, None)
+        if tb is not None and (tb.frames or tb.exc_type or tb.header_text):
+            yield tb.event()
+
+    def _one_liners(self, line: Line, *, inside_traceback: bool = False) -> Iterator[Event]:
+        text = line.text
+        m = _KERNEL_ASSERT.search(text)
+        if m:
+            fold = (m.group("kernel").strip(), m.group("cond"))
+            known = self._asserts.get(fold)
+            if known is None:
+                self._asserts[fold] = Event(
+                    kind="kernel_assert",
+                    line=line.number,
+                    text=text,
+                    rank=line.rank,
+                    fields={
+                        "kernel": fold[0],
+                        "condition": fold[1],
+                        "source": f"{m.group('file')}:{m.group('line')}",
+                    },
+                )
+            else:
+                self._asserts[fold] = Event(
+                    kind="kernel_assert",
+                    line=known.line,
+                    end_line=line.number,
+                    text=known.text,
+                    rank=known.rank,
+                    fields=known.fields,
+                    count=known.count + 1,
+                )
+            return
+        for spec in self.engines:
+            # every engine whose marker matches: which engine wrote the log is decided later
+            marker = spec.phase_of(text) if spec.phases else None
+            if marker is not None:
+                yield Event(
+                    kind="phase",
+                    line=line.number,
+                    text=text,
+                    rank=line.rank,
+                    fields={
+                        "phase": marker.phase,
+                        "label": marker.label,
+                        "engine": spec.name,
+                        "frequent": marker.frequent,
+                    },
+                )
+            for regex in spec.config_re:
+                cm = regex.search(text)
+                if cm:
+                    yield Event(
+                        kind="config",
+                        line=line.number,
+                        text=text[:200],
+                        rank=line.rank,
+                        fields={"engine": spec.name, "line": text},
+                    )
+                    break
+        matched_signal = False
+        for signal in signals():
+            sm = signal.regex.search(text)
+            if sm is None:
+                continue
+            if signal.kind == "warning" and matched_signal:
+                continue
+            fields: dict[str, Any] = {k: v for k, v in sm.groupdict().items() if v}
+            if signal.kind == "oom":
+                fields.update(_oom_fields(text))
+            if signal.name:
+                fields["name"] = signal.name
+            dedup = (signal.kind, text if signal.kind != "nccl" else text[:80])
+            seen = self._signal_counts.get(dedup, 0)
+            self._signal_counts[dedup] = seen + 1
+            if seen:
+                continue
+            matched_signal = True
+            yield Event(
+                kind=signal.kind, line=line.number, text=text, rank=line.rank, fields=fields
+            )
+        if inside_traceback:
+            return
+        em = _EXC_STANDALONE.match(text.strip())
+        if em:
+            yield Event(
+                kind="exception",
+                line=line.number,
+                text=text.strip(),
+                rank=line.rank,
+                fields={"exc_type": em.group("type"), "message": em.group("msg")},
+            )
+        elif not matched_signal and (
+            (line.level or "").upper() in _LOUD_LEVELS or _NOTABLE.search(text)
+        ):
+            yield Event(
+                kind="notable",
+                line=line.number,
+                text=text,
+                rank=line.rank,
+                fields={"level": line.level},
+            )
+
+    def finish(self) -> Iterator[Event]:
+        for key in list(self._open):
+            yield from self._close(key)
+        yield from self._asserts.values()
+
+
+MAX_EVENTS = 20_000
+TAIL_LINES = 16
+
+
+def extract(lines: Iterable[Line], engines: Iterable[EngineSpec] | None = None) -> list[Event]:
+    """The events of ``lines`` in line order (kernel-assert folds carry their first line).
+
+    Runs of the same per-batch phase marker keep only their last event, and past
+    ``MAX_EVENTS`` the oldest notable lines and warnings are dropped, so memory stays
+    bounded on logs of any size.
+    """
+    extractor = EventExtractor(engines)
+    events: list[Event] = []
+    tail: deque[Line] = deque(maxlen=TAIL_LINES)
+    for line in lines:
+        tail.append(line)
+        for event in extractor.feed(line):
+            if (
+                event.kind == "phase"
+                and event.fields.get("frequent")
+                and events
+                and events[-1].kind == "phase"
+                and events[-1].fields.get("label") == event.fields.get("label")
+                and events[-1].fields.get("engine") == event.fields.get("engine")
+            ):
+                events[-1] = event
+                continue
+            events.append(event)
+        if len(events) > MAX_EVENTS:
+            events = _thin(events)
+    events.extend(extractor.finish())
+    covered = {e.line for e in events}
+    # the last lines, whatever they say: where a log stops is evidence too (a stall)
+    events.extend(
+        Event(kind="tail", line=t.number, text=t.text, rank=t.rank)
+        for t in tail
+        if t.number not in covered and t.text.strip()
+    )
+    events.sort(key=lambda e: e.line)
+    return events
+
+
+def _thin(events: list[Event]) -> list[Event]:
+    """Drop the older half of the low-value events (notable lines, warnings, phases)."""
+    low = {"notable", "warning", "phase"}
+    half = len(events) // 2
+    return [e for i, e in enumerate(events) if i >= half or e.kind not in low]

@@ -1,0 +1,149 @@
+from __future__ import annotations
+
+import io
+
+from servedoctor.logs.events import Event, extract
+from servedoctor.logs.scan import Scanner
+
+
+def events_of(text: str) -> list[Event]:
+    return extract(Scanner(io.BytesIO(text.encode())))
+
+
+def only(events: list[Event], kind: str) -> list[Event]:
+    return [e for e in events if e.kind == kind]
+
+
+CHAINED = """\
+Traceback (most recent call last):
+  File "/x/torch/_ops.py", line 795, in __call__
+    return self._op(*args, **kwargs)
+RuntimeError: RMSNorm failed with error code no kernel image is available for execution on the device
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "/x/sglang/srt/managers/scheduler.py", line 1992, in run_scheduler_process
+    scheduler = Scheduler(server_args)
+  File "/x/sglang/srt/model_executor/model_runner.py", line 631, in init_cuda_graphs
+    self.cuda_graph_runner = CudaGraphRunner(self)
+Exception: Capture cuda graph failed: RMSNorm failed
+Possible solutions:
+1. disable cuda graph by --disable-cuda-graph
+"""
+
+
+def test_chained_tracebacks_are_two_events_with_frames_and_messages() -> None:
+    tbs = only(events_of(CHAINED), "traceback")
+    assert len(tbs) == 2
+    first, second = tbs
+    assert first.fields["exc_type"] == "RuntimeError"
+    assert [f.func for f in first.frames] == ["__call__"]
+    assert first.frames[0].code == "return self._op(*args, **kwargs)"
+    assert second.fields["chained"] is True
+    assert [f.func for f in second.frames] == ["run_scheduler_process", "init_cuda_graphs"]
+    assert second.fields["message"].splitlines()[1] == "Possible solutions:"
+    assert second.fields["exc_line"] == 13
+
+
+def test_truncated_traceback_without_header_is_still_assembled() -> None:
+    text = (
+        '  File "/x/vllm/moe.py", line 90, in moe_permute\n'
+        "    a = b[idx]\n"
+        "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
+    )
+    (tb,) = only(events_of(text), "traceback")
+    assert tb.fields["truncated"] is True
+    assert tb.frames[-1].func == "moe_permute"
+    assert tb.fields["exc_type"] == "torch.AcceleratorError"
+
+
+def test_rich_boxed_traceback() -> None:
+    text = (
+        "╭───────────── Traceback (most recent call last) ─────────────╮\n"
+        "│ /usr/lib/python3/site-packages/vllm/engine/core.py:88 in run │\n"
+        "│ /usr/lib/python3/site-packages/vllm/worker/gpu.py:12 in load │\n"
+        "╰──────────────────────────────────────────────────────────────╯\n"
+        "ValueError: bad config\n"
+    )
+    (tb,) = only(events_of(text), "traceback")
+    assert [f.func for f in tb.frames] == ["run", "load"]
+    assert tb.fields["exc_type"] == "ValueError"
+
+
+def test_kernel_assertion_flood_folds_into_one_event() -> None:
+    line = (
+        "../aten/src/ATen/native/cuda/Indexing.cu:1093: indexSelectSmallIndex: "
+        "block: [24,0,0], thread: [{t},0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n"
+    )
+    text = "".join(line.format(t=t % 128) for t in range(100_000))
+    (folded,) = only(events_of(text), "kernel_assert")
+    assert folded.count == 100_000
+    assert folded.fields["kernel"] == "indexSelectSmallIndex"
+    assert folded.fields["condition"] == "srcIndex < srcSelectDimSize"
+    assert folded.fields["source"].endswith("Indexing.cu:1093")
+
+
+def test_oom_numbers_are_parsed() -> None:
+    text = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
+        "GPU 0 has a total capacity of 79.11 GiB of which 1.02 GiB is free.\n"
+    )
+    (oom,) = only(events_of(text), "oom")
+    assert oom.fields["tried"] == "2.00 GiB"
+    assert oom.fields["capacity"] == "79.11 GiB"
+    assert oom.fields["free"] == "1.02 GiB"
+
+
+def test_override_and_version_warning_and_config_dump() -> None:
+    text = (
+        "[2026-02-26 05:19:58] WARNING server_args.py:1177: Set NSA backends for fp8_e4m3 KV Cache: "
+        "prefill=flashmla_auto, decode=flashmla_kv.\n"
+        "[2026-02-26 05:19:58] server_args=ServerArgs(model_path='m', kv_cache_dtype='fp8_e4m3', tp_size=8)\n"
+        "[2025-01-01 00:00:00 TP0] Attention backend not explicitly specified. Use fa3 backend by default.\n"
+    )
+    events = events_of(text)
+    overrides = {(e.fields["name"], e.fields.get("value")) for e in only(events, "override")}
+    assert ("--nsa-decode-backend", "flashmla_kv") in overrides
+    assert ("--attention-backend", "fa3") in overrides
+    assert only(events, "config")[0].fields["engine"] == "sglang"
+
+
+def test_interleaved_ranks_build_separate_tracebacks() -> None:
+    text = (
+        "[2025-01-01 00:00:00 TP0] Traceback (most recent call last):\n"
+        "[2025-01-01 00:00:00 TP1] Traceback (most recent call last):\n"
+        '[2025-01-01 00:00:00 TP0]   File "/a.py", line 1, in forward_decode\n'
+        '[2025-01-01 00:00:00 TP1]   File "/b.py", line 2, in forward_extend\n'
+        "[2025-01-01 00:00:00 TP0] RuntimeError: zero\n"
+        "[2025-01-01 00:00:00 TP1] RuntimeError: one\n"
+    )
+    tbs = {e.rank: e for e in only(events_of(text), "traceback")}
+    assert tbs["TP0"].frames[0].func == "forward_decode"
+    assert tbs["TP1"].frames[0].func == "forward_extend"
+    assert tbs["TP1"].fields["message"] == "one"
+
+
+def test_thread_dump_frames_are_stored_outermost_first() -> None:
+    text = (
+        "Thread 0x00007fce47ae1480 (most recent call first):\n"
+        '  File "/x/threading.py", line 320 in wait\n'
+        '  File "/x/scheduler.py", line 1147 in process_batch_result_prefill\n'
+        '  File "/x/scheduler.py", line 1796 in run_scheduler_process\n'
+    )
+    (stack,) = only(events_of(text), "stack")
+    assert [f.func for f in stack.frames] == [
+        "run_scheduler_process",
+        "process_batch_result_prefill",
+        "wait",
+    ]
+
+
+def test_native_cpp_backtrace_is_a_stack() -> None:
+    text = (
+        "[TensorRT-LLM][ERROR] Assertion failed: d == a + length\n"
+        "1       0x7f6ce803be0b /opt/libplugin.so(+0x35e0b) [0x7f6ce803be0b]\n"
+        "2       0x7f6ce809746c tensorrt_llm::plugins::Creator::deserializePlugin(void const*) + 908\n"
+    )
+    (stack,) = only(events_of(text), "stack")
+    assert stack.frames[0].func.startswith("tensorrt_llm::plugins::Creator::deserializePlugin")

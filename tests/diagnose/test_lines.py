@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import pytest
+
+from servedoctor.logs.lines import clean, decode
+
+
+def test_ansi_codes_are_removed() -> None:
+    assert decode(b"\x1b[31;1mERROR\x1b[0m boom") == "ERROR boom"
+
+
+def test_carriage_return_progress_bar_keeps_last_state() -> None:
+    raw = b"Loading  10% 1/10\rLoading  50% 5/10\rLoading 100% 10/10"
+    assert decode(raw) == "Loading 100% 10/10"
+
+
+def test_crlf_line_end_is_not_a_redraw() -> None:
+    assert (
+        decode(b"Uvicorn running on http://0.0.0.0:8000\r")
+        == "Uvicorn running on http://0.0.0.0:8000"
+    )
+
+
+def test_invalid_utf8_is_replaced_not_raised() -> None:
+    assert decode(b"bad \xff\xfe bytes") == "bad \ufffd\ufffd bytes"
+
+
+@pytest.mark.parametrize(
+    ("raw", "text", "rank"),
+    [
+        (
+            b"[2025-10-16 09:06:22 TP3] Load weight begin. avail mem=76.1 GB",
+            "Load weight begin. avail mem=76.1 GB",
+            "TP3",
+        ),
+        (
+            b"[2025-10-16 09:06:22 DP0 TP5 EP5] Decode batch. #running-req: 1",
+            "Decode batch. #running-req: 1",
+            "DP0 TP5 EP5",
+        ),
+        (
+            b"(EngineCore_DP0 pid=812) ERROR 10-25 13:12:42 [core.py:710] EngineCore failed",
+            "EngineCore failed",
+            "DP0",
+        ),
+        (
+            b"(Worker_TP0 pid=813) INFO 10-25 13:12:42 [gpu_model_runner.py:1] Loading",
+            "Loading",
+            "TP0",
+        ),
+        (b"(VllmWorker rank=0 pid=5) INFO 01-01 00:00:00 [a.py:1] hi", "hi", "rank=0"),
+        (b"ERROR 11-18 18:07:28 engine.py:366] ValueError: x", "ValueError: x", None),
+        (
+            b"[rank3]:[E830 17:28:57.1 ProcessGroupNCCL.cpp:1515] timeout",
+            "[E830 17:28:57.1 ProcessGroupNCCL.cpp:1515] timeout",
+            "rank3",
+        ),
+        (
+            b"[2026-02-26 05:19:58] WARNING server_args.py:1177: Set NSA backends",
+            "Set NSA backends",
+            None,
+        ),
+        (b"sglang-1  | [2025-10-29 11:25:58 TP3] Watchdog timeout", "Watchdog timeout", "TP3"),
+    ],
+)
+def test_prefixes_are_peeled(raw: bytes, text: str, rank: str | None) -> None:
+    line = clean(1, raw)
+    assert line.text == text
+    assert line.rank == rank
+
+
+def test_tgi_json_line_gives_message_and_level() -> None:
+    raw = b'{"timestamp":"2024-01-01T00:00:00Z","level":"ERROR","fields":{"message":"Shard 0 failed to start"},"target":"text_generation_launcher"}'
+    line = clean(7, raw)
+    assert (line.text, line.level, line.number) == ("Shard 0 failed to start", "ERROR", 7)
+
+
+def test_traceback_indentation_survives_prefix_removal() -> None:
+    line = clean(
+        1, b'ERROR 11-18 18:07:28 engine.py:366]   File "/x/vllm/worker.py", line 493, in f'
+    )
+    assert line.text.startswith('  File "/x/vllm/worker.py"')
