@@ -84,3 +84,12 @@ def test_package_changes_are_listed_last_and_not_runnable() -> None:
     d = diag("arch_unsupported", "load", (Change("package", "torch", ">=2.7"), 0.95))
     cands = build_candidates(diagnosis=d, command=parse(CMD), base_cost_s=10, rules=EMPTY)
     assert not cands[-1].runnable and cands[-1].change.kind == "package"
+
+
+def test_a_hypothesis_proposing_the_probe_is_treated_as_a_probe_not_a_fix() -> None:
+    probe = Change("env", "CUDA_LAUNCH_BLOCKING", "1")
+    d = diag("cublas_error", "serving", (Change("flag", "--dtype", "float16"), 0.35), (probe, 0.3))
+    cands = build_candidates(diagnosis=d, command=parse(CMD), base_cost_s=10, rules=EMPTY)
+    (p,) = [c for c in cands if c.change == probe]
+    assert p.is_probe and p.prior == 0.0
+    assert cands[0].change == Change("flag", "--dtype", "float16")

@@ -143,8 +143,15 @@ def build_candidates(
 
     found: dict[tuple[str, str, str | None], Candidate] = {}
 
+    probe_keys = {change_key(p.to_change()) for p in policy.probes}
+    suggested_probes: dict[tuple[str, str, str | None], float] = {}
+
     def add(change: Change, confidence: float, source: Source, why: str, rule: str | None) -> None:
         if _is_noop(change, flags, env, command):
+            return
+        if change_key(change) in probe_keys:  # a probe is information, not a fix
+            key = change_key(change)
+            suggested_probes[key] = max(confidence, suggested_probes.get(key, 0.0))
             return
         past = history.get(change, ChangeHistory())
         prior = max(0.0, min(1.0, confidence)) * past.rate
@@ -181,19 +188,21 @@ def build_candidates(
         if past.successes:
             add(change, policy.finding_confidence, "finding", "fixed this failure before", None)
 
-    if diagnosis.error_class in policy.async_error_classes:
-        for probe in policy.probes:
-            change = probe.to_change()
-            if _is_noop(change, flags, env, command):
-                continue
-            found[change_key(change)] = Candidate(
-                change=change,
-                prior=0.0,
-                cost_s=t_fail * policy.probe_slowdown,
-                source="probe",
-                why=probe.why,
-                value=policy.probe_value,
-            )
+    is_async = diagnosis.error_class in policy.async_error_classes
+    for probe in policy.probes:
+        change = probe.to_change()
+        key = change_key(change)
+        if _is_noop(change, flags, env, command) or not (is_async or key in suggested_probes):
+            continue
+        found[key] = Candidate(
+            change=change,
+            prior=0.0,
+            cost_s=t_fail * policy.probe_slowdown,
+            source="probe",
+            why=probe.why,
+            # full value for an asynchronous error; otherwise as much as the rule trusts it
+            value=policy.probe_value * (1.0 if is_async else suggested_probes[key]),
+        )
 
     text = _diagnosis_text(diagnosis)
     keep = set(policy.keep_flags)
