@@ -21,7 +21,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from servedoctor.experiments.command import CommandLike, SetFlag, canonical, set_flags
+from servedoctor.experiments.command import (
+    CommandLike,
+    SetFlag,
+    canonical,
+    knows_flag,
+    set_flags,
+)
 from servedoctor.experiments.policy import Policy, default_policy
 from servedoctor.knowledge.registry import Registry, default_registry
 from servedoctor.model import REMOVE, Change, Diagnosis
@@ -80,6 +86,9 @@ def change_key(change: Change) -> tuple[str, str, str | None]:
     return (change.kind, change.name, change.value)
 
 
+_PLACEHOLDER = re.compile(r"\{[\w:+.-]+\}")
+
+
 def _compact(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "", text.lower())
 
@@ -93,10 +102,15 @@ def _mentioned(flag: SetFlag, text: str) -> bool:
     ``--attn-implementation`` matches ``_check_and_adjust_attn_implementation``."""
     haystack = _compact(text)
     name = _compact(flag.name)
-    if len(name) >= 6 and name in haystack:
+    if len(name) >= 10 and name in haystack:
         return True
     value = _compact(flag.value or "")
-    return len(value) >= 4 and not _TRIVIAL.fullmatch(value) and value in haystack
+    if len(value) < 4 or _TRIVIAL.fullmatch(value):
+        return False
+    if len(value) >= 8:
+        return value in haystack
+    # a short value must appear as a word of its own ("cuda" in "compiled with CUDA enabled")
+    return re.search(rf"(?<![a-z0-9]){re.escape(value)}(?![a-z0-9])", text.lower()) is not None
 
 
 def _is_noop(
@@ -147,6 +161,10 @@ def build_candidates(
     suggested_probes: dict[tuple[str, str, str | None], float] = {}
 
     def add(change: Change, confidence: float, source: Source, why: str, rule: str | None) -> None:
+        if _PLACEHOLDER.search(change.name) or _PLACEHOLDER.search(change.value or ""):
+            return  # a rule template the diagnosis could not fill: nothing concrete to try
+        if change.kind == "flag" and not knows_flag(command, change.name):
+            return  # not a flag of this engine
         if _is_noop(change, flags, env, command):
             return
         if change_key(change) in probe_keys:  # a probe is information, not a fix
@@ -182,6 +200,8 @@ def build_candidates(
             continue
         implicated.update(rule.when.flags)
         for spec in rule.changes:
+            if spec.engines and command.engine not in spec.engines:
+                continue
             add(spec.to_change(), spec.confidence, "rule", spec.cause, rule.id)
 
     for change, past in history.items():

@@ -14,7 +14,7 @@ from servedoctor.engines.command import ServerCommand, parse_command
 from servedoctor.errors import UserError
 from servedoctor.model import Change
 
-__all__ = ["CommandLike", "SetFlag", "canonical", "parse", "set_flags"]
+__all__ = ["CommandLike", "SetFlag", "canonical", "knows_flag", "parse", "set_flags"]
 
 
 class CommandLike(Protocol):
@@ -49,6 +49,13 @@ def parse(argv: Sequence[str]) -> ServerCommand:
 def canonical(command: CommandLike, name: str) -> str:
     """The canonical spelling of a flag for this command's engine."""
     return command.canonical(name) if isinstance(command, ServerCommand) else name
+
+
+def knows_flag(command: CommandLike, name: str) -> bool:
+    """False only when the engine has a flag table and it does not list ``name``."""
+    if not isinstance(command, ServerCommand) or command.table is None:
+        return True
+    return command.spec(name) is not None or command.table.negated(name) is not None
 
 
 def set_flags(command: CommandLike) -> list[SetFlag]:
