@@ -42,7 +42,7 @@ from servedoctor.experiments.command import parse
 from servedoctor.experiments.planner import Planner
 from servedoctor.experiments.runner import TrialRunner
 from servedoctor.experiments.trial import LaunchReport, merge_change
-from servedoctor.model import REMOVE, Change
+from servedoctor.model import Change
 from servedoctor.taxonomy import PHASE_ORDER
 
 HERE = Path(__file__).resolve().parent
