@@ -14,7 +14,8 @@ install: $(BIN)/python
 	$(BIN)/pip install -q -e .
 
 install-test: $(BIN)/python
-	$(BIN)/pip install -q -e ".[dev]"
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e ".[dev,realserver]"
 
 demo: install
 	@echo "== servedoctor diagnose examples/ (the GLM-5 story's two failures and real public logs)"

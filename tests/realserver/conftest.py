@@ -34,7 +34,9 @@ def offline_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def models(tmp_path_factory: pytest.TempPathFactory, offline_env: dict[str, str]) -> dict[str, Path]:
+def models(
+    tmp_path_factory: pytest.TempPathFactory, offline_env: dict[str, str]
+) -> dict[str, Path]:
     """The tiny Llama and its fault variants, built once per session (~7 s)."""
     root = tmp_path_factory.mktemp("models")
     env = {**os.environ, **offline_env}
@@ -55,8 +57,16 @@ def free_port() -> int:
 
 
 def serve_cmd(model: Path, port: int, *extra: str) -> list[str]:
-    return [str(TRANSFORMERS), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
-            *extra]
+    return [
+        str(TRANSFORMERS),
+        "serve",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *extra,
+    ]
 
 
 def processes_mentioning(text: str) -> list[psutil.Process]:

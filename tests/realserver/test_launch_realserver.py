@@ -59,12 +59,24 @@ def test_healthy_launch_cli_json(
     models: dict[str, Path], offline_env: dict[str, str], tmp_path: Path, no_leftovers: None
 ) -> None:
     port = free_port()
-    cmd = [str(VENV_BIN / "servedoctor"), "launch", "--json", "--max-tokens", "6",
-           "--runs-dir", str(tmp_path / "runs"), "--grace", "3",
-           "--env", "HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz",
-           "--", *serve_cmd(models["healthy"], port)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=150,
-                          env={**os.environ, **offline_env})
+    cmd = [
+        str(VENV_BIN / "servedoctor"),
+        "launch",
+        "--json",
+        "--max-tokens",
+        "6",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--grace",
+        "3",
+        "--env",
+        "HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz",
+        "--",
+        *serve_cmd(models["healthy"], port),
+    ]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=150, env={**os.environ, **offline_env}
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["outcome"] == "healthy"
@@ -201,11 +213,24 @@ def test_ctrl_c_during_load(
     models: dict[str, Path], offline_env: dict[str, str], tmp_path: Path, no_leftovers: None
 ) -> None:
     runs = tmp_path / "runs"
-    cmd = [str(VENV_BIN / "servedoctor"), "launch", "--json", "--runs-dir", str(runs),
-           "--grace", "3", "--",
-           *serve_cmd(models["slow_load"], free_port(), "--trust-remote-code")]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **offline_env})
+    cmd = [
+        str(VENV_BIN / "servedoctor"),
+        "launch",
+        "--json",
+        "--runs-dir",
+        str(runs),
+        "--grace",
+        "3",
+        "--",
+        *serve_cmd(models["slow_load"], free_port(), "--trust-remote-code"),
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **offline_env},
+    )
     try:
         deadline = time.monotonic() + 90
         log: Path | None = None

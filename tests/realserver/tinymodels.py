@@ -173,6 +173,7 @@ def build_gpt2(out: Path, *, n_positions: int = 32) -> Path:
         n_head=4,
         bos_token_id=1,
         eos_token_id=2,
+        tie_word_embeddings=False,  # tied random weights repeat the last (special) token
     )
     GPT2LMHeadModel(config).save_pretrained(out)
     return out

@@ -104,7 +104,7 @@ class LogPump(threading.Thread):
         self._log = log
         self._lines = lines
         self._split = LineSplitter()
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self._number = 1
         self.bytes_read = 0
         self.last_read = time.monotonic()
@@ -112,12 +112,12 @@ class LogPump(threading.Thread):
 
     def stop(self) -> None:
         """Stop reading (the pipe stays open, e.g. to hand it to a relay)."""
-        self._stop.set()
+        self._halt.set()
         self.join(timeout=2.0)
 
     def run(self) -> None:
         try:
-            while not self._stop.is_set():
+            while not self._halt.is_set():
                 ready, _, _ = select.select([self._fd], [], [], 0.2)
                 if not ready:
                     continue
@@ -132,7 +132,7 @@ class LogPump(threading.Thread):
         except OSError:
             pass
         finally:
-            if not self._stop.is_set():
+            if not self._halt.is_set():
                 self.eof.set()
                 self._lines.put(None)
 

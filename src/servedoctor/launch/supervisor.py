@@ -174,8 +174,12 @@ class _Supervisor:
         teardown: Teardown | None = None
         # Teardown runs whatever ended the run; stop() escalates on a second Ctrl-C.
         if keep:
-            self._hand_over_log()
-        else:
+            try:
+                self._hand_over_log()
+            except OSError as exc:
+                self.warnings.append(f"could not keep the server running: {exc}")
+                keep = False
+        if not keep:
             self.emit("teardown", "stopping the process tree")
             teardown = self.proc.stop(grace_s=self.opt.grace_s)
             self.pump.eof.wait(timeout=2.0)
@@ -220,16 +224,15 @@ class _Supervisor:
         """--keep-running: a relay process keeps appending the server's output to the log."""
         self.pump.stop()
         self._drain(0.0)
-        extra: dict[str, Any] = {}
-        if sys.version_info >= (3, 11):
-            extra["process_group"] = self.proc.pgid
+        # The relay cannot join the server's group (another session); it ends on EOF, when
+        # the last process of the server closes the pipe.
         subprocess.Popen(
             [sys.executable, "-m", "servedoctor.launch.relay", str(self.log_path)],
             stdin=self.proc.stdout_fd,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             close_fds=True,
-            **extra,
+            start_new_session=True,
         )
 
     # -- the loop -----------------------------------------------------------------------
