@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from servedoctor.cli import compare_cmd as _compare_cmd  # noqa: F401  (registers verbs)
-from servedoctor.cli import diagnose_cmd, launch_cmd, rules_cmd  # noqa: F401  (registers verbs)
-from servedoctor.cli import fix_cmd as _fix_cmd  # noqa: F401  (registers fix and findings)
-from servedoctor.cli import plan_cmd as _plan_cmd  # noqa: F401  (registers verbs)
+# Importing a verb module registers its command on the app.
+from servedoctor.cli import (  # noqa: F401
+    archscan_cmd,
+    compare_cmd,
+    diagnose_cmd,
+    env_cmd,
+    fix_cmd,
+    launch_cmd,
+    plan_cmd,
+    preflight_cmd,
+    rules_cmd,
+)
 from servedoctor.cli.app import app, run_app
 
 __all__ = ["app", "main"]

@@ -63,7 +63,11 @@ def rules_show(
         record = rule_record(rule, registry.sources[rule.id])
         out.print(json.dumps(record, indent=1), soft_wrap=True, highlight=False, markup=False)
         return
-    out.print(Markdown(rule_markdown(rule, registry.sources[rule.id])))
+    text = rule_markdown(rule, registry.sources[rule.id])
+    if out.is_terminal:
+        out.print(Markdown(text))
+    else:
+        out.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 @rules_app.command("test")

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import yaml
 
-from servedoctor.engines import EngineSpec, all_engines
+from servedoctor.engines import EngineSpec, PhaseMarker, all_engines
 from servedoctor.logs.lines import Line
 
 EventKind = Literal[
@@ -125,6 +125,83 @@ def signals() -> tuple[Signal, ...]:
     )
 
 
+def _scoped(pattern: str) -> str:
+    """A pattern that can sit inside an alternation: a leading (?i) becomes (?i:...).
+
+    Named groups become plain groups, since names repeat across the patterns combined.
+    """
+    pattern = re.sub(r"\(\?P<\w+>", "(?:", pattern)
+    if pattern.startswith("(?i)"):
+        return f"(?i:{pattern[4:]})"
+    return f"(?:{pattern})"
+
+
+@lru_cache(maxsize=1)
+def _any_signal() -> re.Pattern[str]:
+    return re.compile("|".join(_scoped(s.regex.pattern) for s in signals()))
+
+
+@dataclass(frozen=True)
+class _MarkerIndex:
+    """Engine phase markers, indexed so the common line costs a few regex searches."""
+
+    frequent: tuple[tuple[re.Pattern[str], tuple[tuple[EngineSpec, PhaseMarker], ...]], ...]
+    markers: tuple[tuple[EngineSpec, PhaseMarker], ...]
+    any_marker: re.Pattern[str]
+    any_config: re.Pattern[str]
+
+    def frequent_events(self, line: Line) -> list[Event]:
+        for regex, owners in self.frequent:
+            if regex.search(line.text):
+                return [_phase_event(line, spec, marker) for spec, marker in owners]
+        return []
+
+
+_INDEXES: dict[tuple[int, ...], _MarkerIndex] = {}
+
+
+def _marker_index(engines: tuple[EngineSpec, ...]) -> _MarkerIndex:
+    key = tuple(id(spec) for spec in engines)
+    if key not in _INDEXES:
+        _INDEXES[key] = _build_marker_index(engines)
+    return _INDEXES[key]
+
+
+def _build_marker_index(engines: tuple[EngineSpec, ...]) -> _MarkerIndex:
+    frequent: dict[str, list[tuple[EngineSpec, PhaseMarker]]] = {}
+    markers: list[tuple[EngineSpec, PhaseMarker]] = []
+    for spec in engines:
+        for marker in spec.phases:
+            if marker.frequent:
+                frequent.setdefault(marker.pattern, []).append((spec, marker))
+            else:
+                markers.append((spec, marker))
+    never = "(?!x)x"
+    return _MarkerIndex(
+        frequent=tuple((re.compile(p), tuple(o)) for p, o in frequent.items()),
+        markers=tuple(markers),
+        any_marker=re.compile("|".join(_scoped(m.pattern) for _, m in markers) or never),
+        any_config=re.compile(
+            "|".join(_scoped(r.pattern) for spec in engines for r in spec.config_re) or never
+        ),
+    )
+
+
+def _phase_event(line: Line, spec: EngineSpec, marker: PhaseMarker) -> Event:
+    return Event(
+        kind="phase",
+        line=line.number,
+        text=line.text,
+        rank=line.rank,
+        fields={
+            "phase": marker.phase,
+            "label": marker.label,
+            "engine": spec.name,
+            "frequent": marker.frequent,
+        },
+    )
+
+
 def _oom_fields(text: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, regex in (("tried", _OOM_TRIED), ("capacity", _OOM_CAP), ("free", _OOM_FREE)):
@@ -189,6 +266,7 @@ class EventExtractor:
 
     def __init__(self, engines: Iterable[EngineSpec] | None = None) -> None:
         self.engines = list(engines) if engines is not None else list(all_engines().values())
+        self._index = _marker_index(tuple(self.engines))
         self._open: dict[str | None, _Traceback] = {}
         self._chain_pending: set[str | None] = set()
         self._asserts: dict[tuple[str, str], Event] = {}
@@ -200,6 +278,12 @@ class EventExtractor:
         text = line.text
         key = line.rank or line.source
         tb = self._open.get(key)
+        if tb is None:
+            frequent = self._index.frequent_events(line)
+            if frequent:
+                # per-batch status lines (Decode batch..., stats) say nothing else: fast path
+                yield from frequent
+                return
         if tb is not None and line.number - tb.last > 60:
             yield from self._close(key)
             tb = None
@@ -396,25 +480,13 @@ class EventExtractor:
                     count=known.count + 1,
                 )
             return
-        for spec in self.engines:
-            # every engine whose marker matches: which engine wrote the log is decided later
-            marker = spec.phase_of(text) if spec.phases else None
-            if marker is not None:
-                yield Event(
-                    kind="phase",
-                    line=line.number,
-                    text=text,
-                    rank=line.rank,
-                    fields={
-                        "phase": marker.phase,
-                        "label": marker.label,
-                        "engine": spec.name,
-                        "frequent": marker.frequent,
-                    },
-                )
-            for regex in spec.config_re:
-                cm = regex.search(text)
-                if cm:
+        if self._index.any_marker.search(text):
+            for spec, marker in self._index.markers:
+                if marker.regex.search(text):
+                    yield _phase_event(line, spec, marker)
+        if self._index.any_config.search(text):
+            for spec in self.engines:
+                if any(r.search(text) for r in spec.config_re):
                     yield Event(
                         kind="config",
                         line=line.number,
@@ -424,7 +496,7 @@ class EventExtractor:
                     )
                     break
         matched_signal = False
-        for signal in signals():
+        for signal in signals() if _any_signal().search(text) else ():
             sm = signal.regex.search(text)
             if sm is None:
                 continue

@@ -20,14 +20,14 @@ from typing import BinaryIO
 
 from servedoctor.logs.lines import Line, clean
 
-#: Literals that any line worth reading in the middle of a log contains one of.
+#: Literals that any line worth reading in the middle of a log contains one of. Traceback
+#: frames need none: the exception line that ends them has one, and the window reaches back.
 SCREEN: tuple[bytes, ...] = (
     b"rror",  # Error, error, CUDAError...
     b"RROR",
     b"xception",
     b"ssert",
     b"ailed",
-    b'File "',
     b"imeout",
     b"atal",
 )
@@ -36,11 +36,11 @@ SCREEN: tuple[bytes, ...] = (
 @dataclass(frozen=True, slots=True)
 class ScanLimits:
     block_bytes: int = 1 << 20
-    head_bytes: int = 2 << 20
-    tail_bytes: int = 4 << 20
-    before_hit: int = 4 << 10
+    head_bytes: int = 1 << 20
+    tail_bytes: int = 2 << 20
+    before_hit: int = 16 << 10
     after_hit: int = 32 << 10
-    block_tail: int = 8 << 10
+    block_tail: int = 2 << 10
 
 
 @dataclass(slots=True)

@@ -1,0 +1,87 @@
+"""``servedoctor archscan``: which SASS/PTX compiled libraries carry, and can this GPU run them."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import typer
+
+from servedoctor.cli.app import app, out
+from servedoctor.env.arch import Arch, parse_arch
+from servedoctor.env.archjudge import judge
+from servedoctor.env.fatbin import ScanResult, library_files, scan_file
+from servedoctor.env.fingerprint import probe_nvml
+from servedoctor.env.stack import stack_libraries
+from servedoctor.errors import UserError
+
+
+def _targets(paths: list[Path]) -> list[Path]:
+    if paths:
+        missing = [p for p in paths if not p.exists()]
+        if missing:
+            raise UserError(f"no such file or directory: {missing[0]}")
+        return library_files(paths)
+    found = [lib for libs in stack_libraries().values() for lib in libs]
+    if not found:
+        raise UserError(
+            "no installed stack package (torch, sgl-kernel, vllm, flashinfer...) has compiled "
+            "libraries here; give files or directories to scan"
+        )
+    return found
+
+
+def _detected_gpu() -> Arch | None:
+    gpus, _, _ = probe_nvml([])
+    return parse_arch(gpus[0].arch) if gpus else None
+
+
+def _line(result: ScanResult) -> str:
+    if result.error:
+        return f"{result.file}: {result.error}"
+    sass = " ".join(result.sass) or "-"
+    ptx = " ".join(result.ptx) or "-"
+    return f"{result.file}: SASS {sass} · PTX {ptx}"
+
+
+@app.command("archscan")
+def archscan_command(
+    paths: list[Path] = typer.Argument(None, help="Libraries or directories (default: the stack)."),
+    gpu: str = typer.Option(None, "--gpu", help="Judge for this arch (sm_XY), present or not."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per file."),
+) -> None:
+    """List the SASS archs and PTX versions compiled libraries carry; judge them for a GPU."""
+    target = parse_arch(gpu) if gpu else _detected_gpu()
+    files = _targets(list(paths or []))
+    started = time.perf_counter()
+    not_runnable = 0
+    scanned = 0
+    for path in files:
+        result = scan_file(path)
+        scanned += path.stat().st_size if path.is_file() else 0
+        judgement = judge(result, target) if target and not result.error else None
+        if judgement and not judgement.runnable:
+            not_runnable += 1
+        if as_json:
+            record = result.to_dict()
+            if judgement:
+                record.update(runnable=judgement.runnable, how=judgement.how)
+            out.print(json.dumps(record), markup=False, highlight=False, soft_wrap=True)
+            continue
+        out.print(_line(result), markup=False, highlight=False, soft_wrap=True)
+        if judgement and result.has_device_code:
+            out.print(
+                f"  {judgement.how}: {judgement.message}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+    if not as_json:
+        seconds = time.perf_counter() - started
+        summary = f"{len(files)} files, {scanned / 1e6:.1f} MB in {seconds:.2f} s"
+        if target:
+            summary += f"; {not_runnable} without code for {target.base.sm}"
+        out.print(summary, markup=False, highlight=False)
+    if not_runnable:
+        raise typer.Exit(1)

@@ -1,0 +1,305 @@
+"""Preflight: fingerprint + arch scan + version facts + the command's flags → risks.
+
+Each risk names the rule (``knowledge/rules/preflight``), the evidence (fact lines, flags,
+the GPU) and the change that avoids it. A rule with ``priority >= 80`` is blocking.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from servedoctor.engines import engine_for_command
+from servedoctor.env.arch import Arch
+from servedoctor.env.archjudge import Judgement, judge
+from servedoctor.env.fatbin import scan_file
+from servedoctor.env.fingerprint import Fingerprint
+from servedoctor.env.stack import stack_libraries
+from servedoctor.env.versions import (
+    archscan_facts,
+    driver_facts,
+    model_facts,
+    read_model_config,
+    torch_arch_facts,
+    torch_pin_facts,
+    torch_requirements,
+    transformers_model_types,
+)
+from servedoctor.knowledge.registry import default_registry
+from servedoctor.knowledge.schema import Rule
+from servedoctor.model import Change
+from servedoctor.redact import redact_argv, redact_text
+
+BLOCKING_PRIORITY = 80
+Severity = Literal["blocking", "warning"]
+_ENV_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+
+
+# --- the command's flags ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CommandFlags:
+    """A small argv scan (``--flag value`` / ``--flag=value``) and leading ``VAR=value``s.
+
+    Stand-in until ``servedoctor.engines.command`` lands; only the values rules ask for.
+    """
+
+    flags: dict[str, str | None]
+    env: dict[str, str]
+
+    def get(self, name: str) -> tuple[bool, str | None]:
+        """(is it set, its value): flags by ``--name`` (dashes = underscores), env otherwise."""
+        if name.startswith("-"):
+            key = _flag_key(name)
+            return (key in self.flags, self.flags.get(key))
+        if name in self.env:
+            return True, self.env[name]
+        return False, None
+
+
+def _flag_key(name: str) -> str:
+    return name.replace("_", "-") if name.startswith("--") else name
+
+
+def scan_command(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> CommandFlags:
+    args = list(argv)
+    env = dict(environ or {})
+    if args and args[0] == "env":
+        args = args[1:]
+    while args and (m := _ENV_ASSIGN.match(args[0])):
+        env[m.group(1)] = m.group(2)
+        args = args[1:]
+    flags: dict[str, str | None] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg.startswith("-") and len(arg) > 1 and not _is_number(arg):
+            if "=" in arg:
+                name, _, value = arg.partition("=")
+                flags[_flag_key(name)] = value
+            elif i + 1 < len(args) and (not args[i + 1].startswith("-") or _is_number(args[i + 1])):
+                flags[_flag_key(arg)] = args[i + 1]
+                i += 1
+            else:
+                flags[_flag_key(arg)] = None
+        i += 1
+    return CommandFlags(flags=flags, env=env)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+# --- risks ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Risk:
+    rule: str
+    name: str
+    severity: Severity
+    summary: str
+    evidence: tuple[str, ...]
+    changes: tuple[Change, ...]
+    causes: tuple[str, ...]
+    references: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "name": self.name,
+            "severity": self.severity,
+            "summary": self.summary,
+            "evidence": list(self.evidence),
+            "changes": [c.to_dict() for c in self.changes],
+            "causes": list(self.causes),
+            "references": list(self.references),
+        }
+
+
+def severity_of(rule: Rule) -> Severity:
+    return "blocking" if rule.priority >= BLOCKING_PRIORITY else "warning"
+
+
+def _fill(template: str | None, groups: Mapping[str, str]) -> str | None:
+    if template is None:
+        return None
+    try:
+        return template.format_map(dict(groups))
+    except (KeyError, IndexError, ValueError):
+        return template
+
+
+def evaluate_rule(
+    rule: Rule,
+    *,
+    facts: Sequence[str],
+    command: CommandFlags,
+    engine: str | None,
+    gpu: Arch | None,
+) -> Risk | None:
+    """Does ``rule`` fire? Every condition it states must hold."""
+    when = rule.when
+    if when.engine and engine not in when.engine:
+        return None
+    if when.arch and (gpu is None or gpu.base.sm not in when.arch):
+        return None
+    evidence: list[str] = []
+    for name, pattern in when.flags.items():
+        present, value = command.get(name)
+        if not present:
+            return None
+        if pattern != "*" and not re.search(pattern, value or ""):
+            return None
+        evidence.append(f"{name} {value}" if name.startswith("-") else f"{name}={value}")
+    groups: list[dict[str, str]] = []
+    if rule.match:
+        hits = [f for f in facts if rule.hit(f)]
+        if not hits:
+            return None
+        if any(not any(r.search(f) for f in facts) for r in rule.match_all_re):
+            return None
+        evidence = hits + evidence
+        for hit in hits:
+            found = next((m for r in rule.match_re if (m := r.search(hit))), None)
+            groups.append({k: v for k, v in (found.groupdict() if found else {}).items() if v})
+    if when.arch and gpu is not None:
+        evidence.append(f"GPU {gpu.base.sm}")
+    changes: list[Change] = []
+    causes: list[str] = []
+    for spec in rule.changes:
+        for g in groups or [{}]:
+            change = Change(
+                kind=spec.kind,
+                name=_fill(spec.name, g) or spec.name,
+                value=_fill(spec.value, g),
+            )
+            if change not in changes:
+                changes.append(change)
+                causes.append(_fill(spec.cause, g) or spec.cause)
+    return Risk(
+        rule=rule.id,
+        name=rule.name,
+        severity=severity_of(rule),
+        summary=rule.what,
+        evidence=tuple(redact_text(e) for e in evidence),
+        changes=tuple(changes),
+        causes=tuple(causes),
+        references=tuple(rule.references),
+    )
+
+
+def evaluate(
+    rules: Sequence[Rule],
+    *,
+    facts: Sequence[str],
+    command: CommandFlags,
+    engine: str | None,
+    gpu: Arch | None,
+) -> list[Risk]:
+    risks = [
+        risk
+        for rule in rules
+        if rule.area == "preflight" and rule.status != "removed"
+        if (risk := evaluate_rule(rule, facts=facts, command=command, engine=engine, gpu=gpu))
+    ]
+    return sorted(risks, key=lambda r: (r.severity != "blocking", r.rule))
+
+
+# --- the whole preflight ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PreflightReport:
+    engine: str
+    argv: tuple[str, ...]
+    gpu: Arch | None
+    risks: tuple[Risk, ...]
+    facts: tuple[str, ...]
+    judgements: tuple[Judgement, ...] = ()
+    fingerprint: Fingerprint | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def blocking(self) -> bool:
+        return any(r.severity == "blocking" for r in self.risks)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "engine": self.engine,
+            "command": list(self.argv),
+            "gpu": self.gpu.sm if self.gpu else None,
+            "blocking": self.blocking,
+            "risks": [r.to_dict() for r in self.risks],
+            "facts": list(self.facts),
+            "libraries": [j.to_dict() for j in self.judgements],
+            "fingerprint": self.fingerprint.to_dict() if self.fingerprint else None,
+            "notes": list(self.notes),
+        }
+
+
+def scan_stack(gpu: Arch) -> tuple[list[Judgement], dict[str, str]]:
+    """Scan and judge the compiled libraries of the installed stack packages."""
+    judgements: list[Judgement] = []
+    owners: dict[str, str] = {}
+    for package, libs in stack_libraries().items():
+        for lib in libs:
+            result = scan_file(lib)
+            if result.error or not result.has_device_code:
+                continue
+            owners[result.file] = package
+            judgements.append(judge(result, gpu))
+    return judgements, owners
+
+
+def run_preflight(
+    argv: Sequence[str],
+    *,
+    fingerprint: Fingerprint,
+    gpu: Arch | None = None,
+    model: Path | None = None,
+    scan: bool = True,
+    environ: Mapping[str, str] | None = None,
+    rules: Sequence[Rule] | None = None,
+) -> PreflightReport:
+    """Check a server command before it runs. ``gpu`` overrides the detected GPU."""
+    notes = list(fingerprint.notes)
+    gpu = gpu or fingerprint.gpu_arch
+    command = scan_command(argv, os.environ if environ is None else environ)
+    engine = engine_for_command(list(argv)).name
+    facts: list[str] = driver_facts(fingerprint)
+    judgements: list[Judgement] = []
+    if gpu is None:
+        notes.append("no GPU detected and no --gpu given: arch checks skipped")
+    else:
+        facts += torch_arch_facts(fingerprint, gpu)
+        if scan:
+            judgements, owners = scan_stack(gpu)
+            facts += archscan_facts(judgements, owners)
+    torch_version = fingerprint.torch.version if fingerprint.torch else None
+    facts += torch_pin_facts(torch_version, torch_requirements())
+    if model is not None:
+        config = read_model_config(model)
+        trust, _ = command.get("--trust-remote-code")
+        facts += model_facts(config, known=transformers_model_types(), trust_remote_code=trust)
+    all_rules = rules if rules is not None else default_registry().area("preflight")
+    risks = evaluate(all_rules, facts=facts, command=command, engine=engine, gpu=gpu)
+    return PreflightReport(
+        engine=engine,
+        argv=tuple(redact_argv(list(argv))),
+        gpu=gpu.base if gpu else None,
+        risks=tuple(risks),
+        facts=tuple(facts),
+        judgements=tuple(judgements),
+        fingerprint=fingerprint,
+        notes=tuple(notes),
+    )
