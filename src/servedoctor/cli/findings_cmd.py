@@ -45,8 +45,10 @@ def findings_list(
         fixed = " + ".join(c.describe() for c in run.fix) or "-"
         out.print(
             f"#{run.id:<4d} {run.started_at}  {run.status:11s} {run.engine:12s} "
-            f"{len(run.trials):2d} trials  failed: {failed:32s} fix: {fixed}",
+            f"{len(run.trials):2d} trials  failed: {failed:24s} fix: {fixed}",
             highlight=False,
+            markup=False,
+            soft_wrap=True,
         )
 
 

@@ -64,6 +64,9 @@ class _Printer:
             what = event.tested.describe() if event.tested else _describe(event.changes)
             if event.role == "baseline":
                 what = "the command as given"
+            kept = [c for c in event.changes if c != event.tested]
+            if event.tested is not None and kept:
+                what += f"  (on top of {_describe(kept)})"
             _say(err, (f"trial {self.n}", "bold"), f" {event.role}: {what}")
             if event.why and event.role == "candidate":
                 _say(err, (f"  why: {event.why}", "dim"))
@@ -156,7 +159,7 @@ def fix(
         if log is not None and not log.is_file():
             raise UserError(f"no such log file: {log}")
         diagnosis = (
-            diagnose_path(log)
+            diagnose_path(log, command_flags={**cmd.settings(), **cmd.env})
             if log is not None
             else Diagnosis("", None, None, None, None, "no failure log given (--log)")
         )
@@ -221,7 +224,7 @@ def fix(
             argv=tuple(cmd.render()),
             env=dict(cmd.env),
             outcome="failed",
-            diagnosis=diagnose_path(log),
+            diagnosis=diagnose_path(log, command_flags={**cmd.settings(), **cmd.env}),
             duration_s=30.0,
             run_dir=str(log.parent),
         )
