@@ -206,7 +206,9 @@ def build_candidates(
 
     for change, past in history.items():
         if past.successes:
-            add(change, policy.finding_confidence, "finding", "a past finding on this machine", None)
+            add(
+                change, policy.finding_confidence, "finding", "a past finding on this machine", None
+            )
 
     is_async = diagnosis.error_class in policy.async_error_classes
     for probe in policy.probes:
