@@ -8,6 +8,7 @@ from servedoctor.cli import (  # noqa: F401
     compare_cmd,
     diagnose_cmd,
     env_cmd,
+    fix_cmd,
     launch_cmd,
     plan_cmd,
     preflight_cmd,

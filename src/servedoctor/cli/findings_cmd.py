@@ -1,0 +1,68 @@
+"""``servedoctor findings``: list fix sessions from the store; ``export`` writes Markdown."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from servedoctor.cli.app import app, out
+from servedoctor.findings.export import render_markdown
+from servedoctor.findings.store import FindingsStore
+
+findings_app = typer.Typer(
+    help="List what fix sessions tried and found (the findings store).",
+    no_args_is_help=False,
+    invoke_without_command=True,
+)
+app.add_typer(findings_app, name="findings")
+
+_STORE = typer.Option(None, "--store", help="findings store: a path (SQLite) or a SQLAlchemy URL")
+
+
+@findings_app.callback()
+def findings_list(
+    ctx: typer.Context,
+    store: str | None = _STORE,
+    json_out: bool = typer.Option(False, "--json", help="one JSON object per line (JSON Lines)"),
+    limit: int = typer.Option(50, "--limit", min=1),
+) -> None:
+    """List fix sessions, newest first: what failed and what fixed it."""
+    if ctx.invoked_subcommand is not None:
+        return
+    fs = FindingsStore.open(store)
+    runs = fs.runs(limit=limit)
+    if json_out:
+        for run in runs:
+            out.print(json.dumps(run.to_dict()), highlight=False, soft_wrap=True)
+        return
+    if not runs:
+        out.print(f"no findings yet in {fs.url}", highlight=False)
+        return
+    for run in runs:
+        failed = f"{run.error_class or '?'}/{run.phase or '?'}" if run.error_class else "-"
+        fixed = " + ".join(c.describe() for c in run.fix) or "-"
+        out.print(
+            f"#{run.id:<4d} {run.started_at}  {run.status:11s} {run.engine:12s} "
+            f"{len(run.trials):2d} trials  failed: {failed:24s} fix: {fixed}",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+
+
+@findings_app.command("export")
+def findings_export(
+    store: str | None = _STORE,
+    output: Path | None = typer.Option(None, "--output", "-o", help="file (default: stdout)"),
+    limit: int | None = typer.Option(None, "--limit", min=1),
+) -> None:
+    """Write the findings as Markdown: what failed, on which fingerprint, what fixed it."""
+    fs = FindingsStore.open(store)
+    text = render_markdown(fs.runs(limit=limit), store=fs.url)
+    if output is None:
+        out.print(text, highlight=False, markup=False, soft_wrap=True, end="")
+    else:
+        output.write_text(text, encoding="utf-8")
+        out.print(f"wrote {output}", highlight=False)

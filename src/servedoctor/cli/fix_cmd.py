@@ -1,0 +1,280 @@
+"""``servedoctor fix -- CMD``: find the smallest change that makes a failing server work."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from servedoctor.cli import findings_cmd  # noqa: F401  (registers `findings`)
+from servedoctor.cli.app import app, err, out
+from servedoctor.errors import UserError
+from servedoctor.experiments.candidates import Candidate, build_candidates
+from servedoctor.experiments.command import parse
+from servedoctor.experiments.fingerprint import current_fingerprint
+from servedoctor.experiments.launching import TrialLaunchOptions, supervised_launcher
+from servedoctor.experiments.planner import FixResult, PlanEvent, Planner
+from servedoctor.experiments.runner import TrialRunner
+from servedoctor.experiments.trial import Trial
+from servedoctor.findings.store import FindingsStore, StoredRun
+from servedoctor.model import Change
+from servedoctor.redact import MASK, redact_argv
+
+_OUTCOME_STYLE = {
+    "healthy": "bold green",
+    "failed": "red",
+    "same_failure": "red",
+    "different_failure": "yellow",
+    "interrupted": "magenta",
+}
+
+
+def _say(console: Console, *parts: str | tuple[str, str]) -> None:
+    """Print plain text (never parsed as markup: it holds user and log text)."""
+    console.print(Text.assemble(*parts), highlight=False, soft_wrap=True)
+
+
+def _describe(changes: tuple[Change, ...] | list[Change]) -> str:
+    return " + ".join(c.describe() for c in changes) or "(the command as given)"
+
+
+def _failure(trial: Trial) -> str:
+    if trial.healthy:
+        return ""
+    d = trial.diagnosis
+    if d is None or not (d.error_class or d.summary):
+        return f"exit {trial.exit_code}" if trial.exit_code is not None else ""
+    label = "/".join(x for x in (d.error_class, d.phase) if x)
+    return f"{label}: {d.summary}" if d.summary else label
+
+
+class _Printer:
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.n = 0
+
+    def __call__(self, event: PlanEvent) -> None:
+        if self.quiet:
+            return
+        if event.kind == "start":
+            what = event.tested.describe() if event.tested else _describe(event.changes)
+            if event.role == "baseline":
+                what = "the command as given"
+            kept = [c for c in event.changes if c != event.tested]
+            if event.tested is not None and kept:
+                what += f"  (on top of {_describe(kept)})"
+            _say(err, (f"trial {self.n}", "bold"), f" {event.role}: {what}")
+            if event.why and event.role == "candidate":
+                _say(err, (f"  why: {event.why}", "dim"))
+            if event.role in ("combine", "minimise") and len(event.changes) > 1:
+                _say(err, (f"  changes: {_describe(event.changes)}", "dim"))
+            return
+        trial = event.trial
+        assert trial is not None
+        self.n += 1
+        style = _OUTCOME_STYLE.get(trial.outcome, "")
+        outcome = trial.outcome.replace("_", " ")
+        failure = _failure(trial)
+        _say(
+            err,
+            "  → ",
+            (outcome, style),
+            f" in {trial.duration_s:.1f} s" + (f"  {failure}" if failure else ""),
+        )
+        if event.role != "baseline":
+            _say(err, (f"  {event.left} candidates left", "dim"))
+
+
+def _print_plan(cands: list[Candidate], json_out: bool) -> None:
+    if json_out:
+        out.print_json(json.dumps({"plan": [c.to_dict() for c in cands]}))
+        return
+    _say(out, f"{len(cands)} candidate changes, in the order fix would try them:")
+    for i, c in enumerate(cands, 1):
+        tail = "" if c.runnable else "  (needs a package change: not tried automatically)"
+        _say(
+            out,
+            f"{i:3d}. {c.change.describe():40s} prior {c.prior:.2f}  cost {c.cost_s:5.1f} s"
+            f"  [{c.source}{' ' + c.rule if c.rule else ''}] {c.why}{tail}",
+        )
+
+
+def _resume_target(store: FindingsStore, run_id: int | None) -> StoredRun:
+    run = store.run(run_id) if run_id is not None else store.latest_unfinished()
+    if run is None:
+        raise UserError("nothing to resume: no unfinished fix session in the store")
+    return run
+
+
+@app.command(
+    "fix",
+    context_settings={"allow_interspersed_args": False},
+)
+def fix(
+    command: list[str] = typer.Argument(None, metavar="-- CMD...", help="the server command"),
+    store: str | None = typer.Option(
+        None, "--store", help="findings store: a path (SQLite) or a SQLAlchemy URL"
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the plan, launch nothing"),
+    max_trials: int = typer.Option(12, "--max-trials", min=1, help="trials after the baseline"),
+    budget_minutes: float | None = typer.Option(None, "--budget-minutes", min=0.1),
+    json_out: bool = typer.Option(False, "--json", help="one JSON object at the end"),
+    resume: bool = typer.Option(False, "--resume", help="resume an interrupted fix session"),
+    run_id: int | None = typer.Option(None, "--run", help="which stored session to resume"),
+    log: Path | None = typer.Option(
+        None, "--log", help="a failure log of this command: used instead of a baseline launch"
+    ),
+    prompt: str = typer.Option("Say hello in one sentence.", "--prompt"),
+    max_tokens: int = typer.Option(16, "--max-tokens", min=1),
+    request_timeout: float = typer.Option(60.0, "--request-timeout", min=0.1),
+    expect: str | None = typer.Option(None, "--expect", help="regex the smoke reply must match"),
+    startup_timeout: float | None = typer.Option(None, "--startup-timeout", min=1),
+    runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="where trial runs go"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no per-trial lines"),
+) -> None:
+    """Find the smallest change (flags, env vars) that makes a failing server healthy.
+
+    One change per trial, likeliest and cheapest first; every trial goes into the findings
+    store. Exit 0 when fixed, 1 when not, 130 when interrupted (resume with --resume).
+    """
+    options = TrialLaunchOptions(
+        prompt=prompt,
+        max_tokens=max_tokens,
+        request_timeout=request_timeout,
+        expect=expect,
+        startup_timeout=startup_timeout,
+        runs_dir=runs_dir,
+    )
+    argv = list(command or [])
+
+    if dry_run:
+        cmd = parse(argv)
+        from servedoctor.diagnose import diagnose_path
+        from servedoctor.model import Diagnosis
+
+        if log is not None and not log.is_file():
+            raise UserError(f"no such log file: {log}")
+        diagnosis = (
+            diagnose_path(log, command_flags={**cmd.settings(), **cmd.env})
+            if log is not None
+            else Diagnosis("", None, None, None, None, "no failure log given (--log)")
+        )
+        fs = FindingsStore.open(store)
+        fp = current_fingerprint(cmd.engine)
+        cands = build_candidates(
+            diagnosis=diagnosis,
+            command=cmd,
+            base_cost_s=30.0,
+            history=fs.history(fp, diagnosis.error_class),
+        )
+        if not json_out:
+            _say(out, f"dry run: {cmd.engine} · {' '.join(redact_argv(cmd.render()))}")
+            if diagnosis.error_class:
+                _say(
+                    out, f"failure: {diagnosis.error_class}/{diagnosis.phase}: {diagnosis.summary}"
+                )
+        _print_plan(cands, json_out)
+        return
+
+    fs = FindingsStore.open(store)
+    stored: list[Trial] = []
+    if resume:
+        target = _resume_target(fs, run_id)
+        if not argv:
+            argv = list(target.argv)
+            if any(MASK in a for a in argv) or any(MASK in v for v in target.env.values()):
+                raise UserError(
+                    f"session {target.id}'s command had secrets redacted; give it again: "
+                    "servedoctor fix --resume -- CMD..."
+                )
+            env_prefix = [f"{k}={v}" for k, v in target.env.items()]
+            argv = [*env_prefix, *argv]
+        options = TrialLaunchOptions.from_dict(target.options)
+        stored = list(target.trials)
+        session_id = target.id
+        fs.reopen(session_id)
+    cmd = parse(argv)
+    fingerprint = current_fingerprint(cmd.engine)
+    launcher = supervised_launcher(options)
+    if not resume:
+        session_id = fs.start_run(
+            engine=cmd.engine,
+            argv=cmd.render(),
+            env=dict(cmd.env),
+            options=options.to_dict(),
+            fingerprint=fingerprint,
+        )
+
+    baseline: Trial | None = None
+    if log is not None and not stored:
+        from servedoctor.diagnose import diagnose_path
+
+        if not log.is_file():
+            raise UserError(f"no such log file: {log}")
+        baseline = Trial(
+            index=0,
+            role="baseline",
+            changes=(),
+            tested=None,
+            why=f"failure log {log}",
+            argv=tuple(cmd.render()),
+            env=dict(cmd.env),
+            outcome="failed",
+            diagnosis=diagnose_path(log, command_flags={**cmd.settings(), **cmd.env}),
+            duration_s=30.0,
+            run_dir=str(log.parent),
+        )
+
+    def keep(trial: Trial) -> None:
+        if not trial.replayed:
+            fs.add_trial(session_id, trial)
+
+    runner = TrialRunner(cmd, launcher, stored=stored, on_trial=keep)
+    planner = Planner(
+        cmd,
+        runner,
+        history=lambda cls: fs.history(fingerprint, cls, exclude_run=session_id),
+        max_trials=max_trials,
+        budget_s=None if budget_minutes is None else budget_minutes * 60,
+        on_event=_Printer(quiet or json_out),
+        baseline=baseline,
+    )
+    if not (quiet or json_out):
+        err.print(
+            f"servedoctor fix: {cmd.engine} · session {session_id} · store {fs.url}"
+            + (f" · resuming after {len(stored)} stored trials" if stored else ""),
+            highlight=False,
+        )
+    started = time.monotonic()
+    try:
+        result = planner.run()
+    except KeyboardInterrupt:
+        result = FixResult("not_fixed", (), tuple(runner.trials), "interrupted", interrupted=True)
+    status = "interrupted" if result.interrupted else result.outcome
+    fs.finish_run(
+        session_id, status=status, reason=result.reason, fix=result.changes, trials=result.trials
+    )
+    elapsed = time.monotonic() - started
+
+    if json_out:
+        data = {"session": session_id, **result.to_dict(), "elapsed_s": round(elapsed, 2)}
+        out.print_json(json.dumps(data))
+    elif result.outcome == "fixed":
+        n = sum(1 for t in result.trials if t.role != "baseline")
+        plural = "s" if len(result.changes) != 1 else ""
+        _say(
+            out,
+            ("fixed", "bold green"),
+            f": {_describe(result.changes)}  ({len(result.changes)} change{plural}, "
+            f"1-minimal; {n} trials, {elapsed:.0f} s)",
+        )
+    else:
+        _say(out, ("not fixed", "bold red"), f": {result.reason}")
+    if result.interrupted:
+        err.print(f"interrupted: resume with  servedoctor fix --resume --run {session_id}")
+        raise typer.Exit(130)
+    raise typer.Exit(0 if result.outcome == "fixed" else 1)

@@ -1,0 +1,249 @@
+"""Candidate changes for a failed run, each with a prior, a cost and a reason.
+
+Sources, strongest first: the diagnosis' hypotheses (one change each), the ``changes`` of
+the knowledge rules that fired, changes that fixed the same failure on a matching
+fingerprint before (the findings store), a localising probe for asynchronous CUDA errors,
+and one generic "drop this flag" per flag the command sets away from its default — which is
+how ``fix`` finds a single bad flag no rule knows about.
+
+prior = confidence × past success rate, the rate Laplace-smoothed: (s + 1) / (n + 2).
+cost  = expected seconds of the trial: a failure costs about the failing run's time, a
+        success runs through start-up and the smoke test.
+Candidates are ordered by value per cost (value = prior for a fix, the probe's value for a
+probe): for a single cause that is the order that minimises the expected time to the fix.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from servedoctor.experiments.command import (
+    CommandLike,
+    SetFlag,
+    canonical,
+    knows_flag,
+    set_flags,
+)
+from servedoctor.experiments.policy import Policy, default_policy
+from servedoctor.knowledge.registry import Registry, default_registry
+from servedoctor.model import REMOVE, Change, Diagnosis
+
+__all__ = ["Candidate", "ChangeHistory", "build_candidates", "change_key"]
+
+Source = Literal["hypothesis", "rule", "finding", "probe", "drop-flag"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeHistory:
+    """What past findings say about one change for this failure on this fingerprint."""
+
+    successes: int = 0
+    tries: int = 0
+
+    @property
+    def rate(self) -> float:
+        return (self.successes + 1) / (self.tries + 2)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    change: Change
+    prior: float
+    cost_s: float
+    source: Source
+    why: str
+    value: float
+    rule: str | None = None
+    runnable: bool = True
+
+    @property
+    def score(self) -> float:
+        """Expected value per second of trial."""
+        return self.value / self.cost_s
+
+    @property
+    def is_probe(self) -> bool:
+        return self.source == "probe"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "change": self.change.to_dict(),
+            "prior": round(self.prior, 4),
+            "cost_s": round(self.cost_s, 2),
+            "score": round(self.score, 5),
+            "source": self.source,
+            "why": self.why,
+            "rule": self.rule,
+            "runnable": self.runnable,
+        }
+
+
+def change_key(change: Change) -> tuple[str, str, str | None]:
+    return (change.kind, change.name, change.value)
+
+
+_PLACEHOLDER = re.compile(r"\{[\w:+.-]+\}")
+
+
+def _compact(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "", text.lower())
+
+
+_TRIVIAL = re.compile(r"[\d.]+|true|false|auto|none|yes|no")
+
+
+def _mentioned(flag: SetFlag, text: str) -> bool:
+    """Does the error evidence name this flag or its value? Compared with separators
+    removed, so ``flash_attention_2`` matches ``FlashAttention2`` and
+    ``--attn-implementation`` matches ``_check_and_adjust_attn_implementation``."""
+    haystack = _compact(text)
+    name = _compact(flag.name)
+    if len(name) >= 10 and name in haystack:
+        return True
+    value = _compact(flag.value or "")
+    if len(value) < 4 or _TRIVIAL.fullmatch(value):
+        return False
+    if len(value) >= 8:
+        return value in haystack
+    # a short value must appear as a word of its own ("cuda" in "compiled with CUDA enabled")
+    return re.search(rf"(?<![a-z0-9]){re.escape(value)}(?![a-z0-9])", text.lower()) is not None
+
+
+def _is_noop(
+    change: Change, flags: list[SetFlag], env: Mapping[str, str], command: CommandLike
+) -> bool:
+    if change.kind == "env":
+        current = env.get(change.name)
+        return current is None if change.value == REMOVE else current == (change.value or "")
+    if change.kind == "flag":
+        name = canonical(command, change.name)
+        same = [f for f in flags if f.name == name]
+        if change.value == REMOVE:
+            return not same
+        return bool(same) and all(f.value == change.value for f in same)
+    return False
+
+
+def _diagnosis_text(diagnosis: Diagnosis) -> str:
+    return "\n".join([diagnosis.summary, *(e.text for e in diagnosis.evidence)])
+
+
+def build_candidates(
+    *,
+    diagnosis: Diagnosis,
+    command: CommandLike,
+    base_cost_s: float,
+    rules: Registry | None = None,
+    history: Mapping[Change, ChangeHistory] | None = None,
+    policy: Policy | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> list[Candidate]:
+    """All candidate changes for ``diagnosis`` of ``command``, best first (never empty-changed)."""
+    policy = policy or default_policy()
+    rules = rules if rules is not None else default_registry()
+    history = history or {}
+    env = {**(os.environ if environ is None else environ), **command.env}
+    flags = set_flags(command)
+    t_fail = max(base_cost_s, policy.min_cost_s)
+    t_ok = t_fail * policy.healthy_factor + policy.healthy_extra_s
+
+    def cost(change: Change, prior: float) -> float:
+        extra = policy.package_extra_s if change.kind == "package" else 0.0
+        return prior * t_ok + (1.0 - prior) * t_fail + extra
+
+    found: dict[tuple[str, str, str | None], Candidate] = {}
+
+    probe_keys = {change_key(p.to_change()) for p in policy.probes}
+    suggested_probes: dict[tuple[str, str, str | None], float] = {}
+
+    def add(change: Change, confidence: float, source: Source, why: str, rule: str | None) -> None:
+        if _PLACEHOLDER.search(change.name) or _PLACEHOLDER.search(change.value or ""):
+            return  # a rule template the diagnosis could not fill: nothing concrete to try
+        if change.kind == "flag" and not knows_flag(command, change.name):
+            return  # not a flag of this engine
+        if _is_noop(change, flags, env, command):
+            return
+        if change_key(change) in probe_keys:  # a probe is information, not a fix
+            key = change_key(change)
+            suggested_probes[key] = max(confidence, suggested_probes.get(key, 0.0))
+            return
+        past = history.get(change, ChangeHistory())
+        prior = max(0.0, min(1.0, confidence)) * past.rate
+        if past.tries:
+            why = f"{why} (fixed {past.successes} of {past.tries} times before)"
+        cand = Candidate(
+            change=change,
+            prior=prior,
+            cost_s=cost(change, prior),
+            source=source,
+            why=why,
+            value=prior,
+            rule=rule,
+            runnable=change.kind != "package",
+        )
+        key = change_key(change)
+        if key not in found or found[key].prior < cand.prior:
+            found[key] = cand
+
+    for hyp in diagnosis.hypotheses:
+        for change in hyp.changes:
+            add(change, hyp.confidence, "hypothesis", hyp.cause or hyp.why, hyp.rule)
+
+    implicated: set[str] = set()
+    for rule_id in diagnosis.rules:
+        rule = rules.get(rule_id)
+        if rule is None:
+            continue
+        implicated.update(rule.when.flags)
+        for spec in rule.changes:
+            if spec.engines and command.engine not in spec.engines:
+                continue
+            add(spec.to_change(), spec.confidence, "rule", spec.cause, rule.id)
+
+    for change, past in history.items():
+        if past.successes:
+            add(
+                change, policy.finding_confidence, "finding", "a past finding on this machine", None
+            )
+
+    is_async = diagnosis.error_class in policy.async_error_classes
+    for probe in policy.probes:
+        change = probe.to_change()
+        key = change_key(change)
+        if _is_noop(change, flags, env, command) or not (is_async or key in suggested_probes):
+            continue
+        found[key] = Candidate(
+            change=change,
+            prior=0.0,
+            cost_s=t_fail * policy.probe_slowdown,
+            source="probe",
+            why=probe.why,
+            # full value for an asynchronous error; otherwise as much as the rule trusts it
+            value=policy.probe_value * (1.0 if is_async else suggested_probes[key]),
+        )
+
+    text = _diagnosis_text(diagnosis)
+    keep = set(policy.keep_flags)
+    for flag in flags:
+        if flag.name in keep or flag.is_default:
+            continue
+        if flag.name in implicated:
+            conf, why = policy.drop_flag_prior_rule_condition, "a rule that fired names this flag"
+        elif _mentioned(flag, text):
+            conf, why = policy.drop_flag_prior_mentioned, "the error evidence names this flag"
+        else:
+            conf, why = policy.drop_flag_prior, "a non-default flag; dropping it is a cheap test"
+        add(Change("flag", flag.name, REMOVE), conf, "drop-flag", why, None)
+
+    return rank(found.values())
+
+
+def rank(candidates: Iterable[Candidate]) -> list[Candidate]:
+    """Runnable candidates by value per cost (stable), then the ones needing a human."""
+    items = list(candidates)
+    order = {id(c): i for i, c in enumerate(items)}
+    return sorted(items, key=lambda c: (not c.runnable, -c.score, -c.prior, order[id(c)]))

@@ -1,0 +1,48 @@
+"""The weights ``fix`` uses to rank candidate changes, loaded from ``data/policy.yaml``."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from servedoctor.model import Change, ChangeKind
+
+POLICY_FILE = Path(__file__).parent / "data" / "policy.yaml"
+
+
+class ProbeSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: ChangeKind
+    name: str
+    value: str | None = None
+    why: str
+
+    def to_change(self) -> Change:
+        return Change(kind=self.kind, name=self.name, value=self.value)
+
+
+class Policy(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    async_error_classes: list[str]
+    probes: list[ProbeSpec]
+    probe_value: float = Field(gt=0)
+    probe_slowdown: float = Field(ge=1)
+    drop_flag_prior: float = Field(ge=0, le=1)
+    drop_flag_prior_mentioned: float = Field(ge=0, le=1)
+    drop_flag_prior_rule_condition: float = Field(ge=0, le=1)
+    finding_confidence: float = Field(ge=0, le=1)
+    healthy_factor: float = Field(ge=1)
+    healthy_extra_s: float = Field(ge=0)
+    package_extra_s: float = Field(ge=0)
+    min_cost_s: float = Field(gt=0)
+    keep_flags: list[str]
+
+
+@lru_cache(maxsize=1)
+def default_policy() -> Policy:
+    return Policy.model_validate(yaml.safe_load(POLICY_FILE.read_text(encoding="utf-8")))

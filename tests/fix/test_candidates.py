@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+from fakeworld import diag
+
+from servedoctor.experiments.candidates import ChangeHistory, build_candidates
+from servedoctor.experiments.command import parse
+from servedoctor.knowledge.registry import Registry
+from servedoctor.model import REMOVE, Change, Evidence
+
+EMPTY = Registry(rules=(), sources={})
+CMD = [
+    "python", "-m", "sglang.launch_server", "--model-path", "/m", "--port", "30000",
+    "--attention-backend", "flashinfer", "--tp-size", "2", "--enable-torch-compile",
+]  # fmt: skip
+
+
+def test_every_non_default_flag_is_a_drop_candidate_but_never_host_port_or_model() -> None:
+    cands = build_candidates(
+        diagnosis=diag("other", "load"), command=parse(CMD), base_cost_s=10, rules=EMPTY
+    )
+    drops = {c.change.name for c in cands if c.change.value == REMOVE}
+    assert drops == {"--attention-backend", "--tp-size", "--enable-torch-compile"}
+    assert all(len([c.change]) == 1 for c in cands)
+
+
+def test_hypothesis_beats_generic_drops_and_noop_changes_are_skipped() -> None:
+    d = diag(
+        "arch_unsupported",
+        "load",
+        (Change("flag", "--attention-backend", "triton"), 0.8),
+        (Change("flag", "--attention-backend", "flashinfer"), 0.9),  # already set: no-op
+    )
+    cands = build_candidates(diagnosis=d, command=parse(CMD), base_cost_s=10, rules=EMPTY)
+    assert cands[0].change == Change("flag", "--attention-backend", "triton")
+    assert Change("flag", "--attention-backend", "flashinfer") not in [c.change for c in cands]
+
+
+def test_flag_named_in_the_evidence_ranks_above_other_drops() -> None:
+    d = diag("missing_dependency", "load")
+    d = type(d)(**{**{k: getattr(d, k) for k in d.__slots__ if k != "evidence"},
+                   "evidence": (Evidence(3, "ImportError: FlashInfer is required"),)})  # fmt: skip
+    cands = build_candidates(diagnosis=d, command=parse(CMD), base_cost_s=10, rules=EMPTY)
+    assert cands[0].change == Change("flag", "--attention-backend", REMOVE)
+
+
+def test_async_error_puts_the_localising_probe_first() -> None:
+    d = diag("device_assert", "decode", (Change("flag", "--attention-backend", "triton"), 0.9))
+    cands = build_candidates(diagnosis=d, command=parse(CMD), base_cost_s=10, rules=EMPTY)
+    assert cands[0].change == Change("env", "CUDA_LAUNCH_BLOCKING", "1")
+    assert cands[0].is_probe
+    sync = diag("cuda_oom", "decode", (Change("flag", "--attention-backend", "triton"), 0.9))
+    cands = build_candidates(diagnosis=sync, command=parse(CMD), base_cost_s=10, rules=EMPTY)
+    assert not any(c.is_probe for c in cands)
+
+
+def test_probe_not_offered_when_launches_are_already_synchronous() -> None:
+    d = diag("illegal_memory_access", "decode")
+    cmd = parse(["CUDA_LAUNCH_BLOCKING=1", *CMD])
+    cands = build_candidates(diagnosis=d, command=cmd, base_cost_s=10, rules=EMPTY)
+    assert not any(c.is_probe for c in cands)
+
+
+def test_past_findings_reorder_and_add_candidates() -> None:
+    a = Change("flag", "--attention-backend", "triton")
+    b = Change("flag", "--tp-size", "1")
+    d = diag("arch_unsupported", "load", (a, 0.7), (b, 0.6))
+    plain = build_candidates(diagnosis=d, command=parse(CMD), base_cost_s=10, rules=EMPTY)
+    assert plain[0].change == a
+    history = {a: ChangeHistory(0, 4), b: ChangeHistory(4, 4)}
+    learnt = build_candidates(
+        diagnosis=d, command=parse(CMD), base_cost_s=10, rules=EMPTY, history=history
+    )
+    assert learnt[0].change == b
+    assert "4 of 4" in learnt[0].why
+    other = Change("env", "SGL_DISABLE_X", "1")
+    extra = build_candidates(
+        diagnosis=d, command=parse(CMD), base_cost_s=10, rules=EMPTY,
+        history={other: ChangeHistory(2, 2)},
+    )  # fmt: skip
+    assert any(c.change == other and c.source == "finding" for c in extra)
+
+
+def test_package_changes_are_listed_last_and_not_runnable() -> None:
+    d = diag("arch_unsupported", "load", (Change("package", "torch", ">=2.7"), 0.95))
+    cands = build_candidates(diagnosis=d, command=parse(CMD), base_cost_s=10, rules=EMPTY)
+    assert not cands[-1].runnable and cands[-1].change.kind == "package"
+
+
+def test_a_hypothesis_proposing_the_probe_is_treated_as_a_probe_not_a_fix() -> None:
+    probe = Change("env", "CUDA_LAUNCH_BLOCKING", "1")
+    d = diag("cublas_error", "serving", (Change("flag", "--dtype", "float16"), 0.35), (probe, 0.3))
+    cands = build_candidates(diagnosis=d, command=parse(CMD), base_cost_s=10, rules=EMPTY)
+    (p,) = [c for c in cands if c.change == probe]
+    assert p.is_probe and p.prior == 0.0
+    assert cands[0].change == Change("flag", "--dtype", "float16")

@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+from fakeworld import FakeWorld, Fault, diag, flag_is
+from typer.testing import CliRunner
+
+from servedoctor.cli import app
+from servedoctor.cli import fix_cmd as fix_module
+from servedoctor.experiments.trial import LaunchReport
+from servedoctor.findings.store import FindingsStore
+from servedoctor.model import REMOVE
+
+CMD = ["python", "-m", "sglang.launch_server", "--model-path", "/m", "--tp-size", "2",
+       "--enable-torch-compile", "--attention-backend", "flashinfer"]  # fmt: skip
+
+
+class Interrupting(FakeWorld):
+    """Raises KeyboardInterrupt (Ctrl-C) on launch number ``at``."""
+
+    at: int = 0
+
+    def __call__(self, argv: Sequence[str], env: Mapping[str, str]) -> LaunchReport:
+        if len(self.calls) + 1 == self.at:
+            self.calls.append((list(argv), dict(env)))
+            raise KeyboardInterrupt
+        return super().__call__(argv, env)
+
+
+def world() -> Interrupting:
+    return Interrupting(
+        [Fault(flag_is("--attention-backend", "flashinfer"), diag("other", "load"))]
+    )
+
+
+def test_interrupted_fix_resumes_from_the_store_without_relaunching(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = tmp_path / "f.db"
+    first = world()
+    first.at = 3  # baseline, one candidate, then Ctrl-C
+    monkeypatch.setattr(fix_module, "supervised_launcher", lambda options: first)
+    r = CliRunner().invoke(app, ["fix", "--store", str(store), "--", *CMD])
+    assert r.exit_code == 130, r.output
+    (run,) = FindingsStore.open(store).runs()
+    assert run.status == "interrupted" and len(run.trials) == 2
+
+    second = world()
+    monkeypatch.setattr(fix_module, "supervised_launcher", lambda options: second)
+    r = CliRunner().invoke(app, ["fix", "--resume", "--json", "--store", str(store)])
+    assert r.exit_code == 0, r.output
+    result = json.loads(r.stdout)
+    assert result["outcome"] == "fixed" and result["session"] == run.id
+    assert result["changes"] == [{"kind": "flag", "name": "--attention-backend", "value": REMOVE}]
+    # the two stored trials were replayed, not launched again
+    assert len(second.calls) == len(result["trials"]) - 2
+    (done,) = FindingsStore.open(store).runs()
+    assert done.status == "fixed" and len(done.trials) == len(result["trials"])
+
+
+def test_dry_run_prints_the_plan_from_a_failure_log_and_launches_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_launch(options: object) -> None:
+        raise AssertionError("dry run must not launch")
+
+    monkeypatch.setattr(fix_module, "supervised_launcher", no_launch)
+    log = tmp_path / "server.log"
+    log.write_text(
+        "[2025-10-16 09:06:32] Capture cuda graph begin. This can take up to several minutes.\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 448.00 MiB. GPU 7 has a "
+        "total capacity of 95.00 GiB of which 120.00 MiB is free.\n",
+        encoding="utf-8",
+    )
+    argv = [*CMD, "--mem-fraction-static", "0.92"]
+    r = CliRunner().invoke(
+        app, ["fix", "--dry-run", "--json", "--store", str(tmp_path / "f.db"), "--log", str(log),
+              "--", *argv],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    plan = json.loads(r.stdout)["plan"]
+    assert plan and all(len(p["change"]) == 3 for p in plan)
+    assert {"kind": "flag", "name": "--enable-torch-compile", "value": REMOVE} in [
+        p["change"] for p in plan
+    ]
+    assert FindingsStore.open(tmp_path / "f.db").runs() == []
+
+
+def test_resume_with_nothing_to_resume_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "servedoctor", "fix", "--resume", "--store", str(tmp_path / "f.db")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "nothing to resume" in r.stderr
