@@ -15,8 +15,21 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from servedoctor.env.cuobjdump import Listing, cuobjdump_path, list_with_cuobjdump
-from servedoctor.env.fatbin import library_files, scan_file
+from servedoctor.env.cuobjdump import Listing, as_listed, cuobjdump_path, list_with_cuobjdump
+from servedoctor.env.elf import read_elf
+from servedoctor.env.fatbin import FATBIN_SECTIONS, library_files, parse_fatbins, scan_file
+
+
+def _by_section(path: Path) -> str:
+    """Which ELF section each arch came from, to explain a disagreement."""
+    data = path.read_bytes()
+    parts = []
+    for name in FATBIN_SECTIONS:
+        for section in read_elf(data).named(name):
+            fatbins = parse_fatbins(data, section.offset, section.offset + section.size)
+            names = sorted({e.name for f in fatbins for e in f.entries})
+            parts.append(f"{name}: {' '.join(names) or '-'}")
+    return "; ".join(parts)
 
 
 def _cuobjdump(path: Path, timeout: float) -> Listing | str:
@@ -50,7 +63,7 @@ def main() -> int:
             skipped += 1
             print(f"skipped   {path}: {listing if isinstance(listing, str) else scan.error}")
             continue
-        ours = (set(scan.sass), set(scan.ptx))
+        ours = (as_listed(scan.sass), as_listed(scan.ptx))
         theirs = (set(listing.sass), set(listing.ptx))
         if ours == theirs:
             agree += 1
@@ -62,6 +75,7 @@ def main() -> int:
                 f"DISAGREE  {path}: archscan sass={sorted(ours[0])} ptx={sorted(ours[1])}; "
                 f"cuobjdump sass={sorted(theirs[0])} ptx={sorted(theirs[1])}"
             )
+            print(f"          by section: {_by_section(path)}")
     total = len(files)
     print(
         f"total: {agree}/{total} agree, {disagree} disagree, {skipped} skipped; "

@@ -8,7 +8,7 @@ import pytest
 
 from servedoctor.env.arch import parse_arch
 from servedoctor.env.archjudge import judge
-from servedoctor.env.cuobjdump import cuobjdump_path, list_with_cuobjdump
+from servedoctor.env.cuobjdump import as_listed, cuobjdump_path, list_with_cuobjdump
 from servedoctor.env.fatbin import scan_file
 
 EXPECTED = {
@@ -63,4 +63,4 @@ def test_cuobjdump_agrees(cuda_libs: dict[str, Path], name: str) -> None:
     listing = list_with_cuobjdump(cuda_libs[name])
     assert listing is not None
     result = scan_file(cuda_libs[name])
-    assert (set(listing.sass), set(listing.ptx)) == (set(result.sass), set(result.ptx))
+    assert (set(listing.sass), set(listing.ptx)) == (as_listed(result.sass), as_listed(result.ptx))

@@ -15,6 +15,7 @@ from servedoctor.diagnose.observe import Observations, Text, observe
 from servedoctor.errors import UserError
 from servedoctor.knowledge.registry import Registry, default_registry
 from servedoctor.logs.events import Event, extract
+from servedoctor.logs.model import Frame
 from servedoctor.logs.scan import Scanner, ScanStats
 from servedoctor.model import Diagnosis, Evidence
 from servedoctor.redact import redact_text
@@ -257,7 +258,7 @@ def _evidence(
     obs: Observations,
     root_text: Text | None,
     root_event: Event | None,
-    sync_frame: object,
+    sync_frame: Frame | None,
     clues: list[Hit],
 ) -> list[Evidence]:
     found: dict[int, Evidence] = {}
@@ -291,13 +292,17 @@ def _summary(
     component: str | None,
     culprit: str | None,
     root_text: Text | None,
-    sync_frame: object,
+    sync_frame: Frame | None,
 ) -> str:
     where = f" in {component}" if component and component != "unknown" else ""
     who = f" ({culprit})" if culprit else ""
     what = f": {root_text.text.strip()[:160]}" if root_text else ""
     text = f"{error_class} during {phase or 'an unknown phase'}{where}{who}{what}"
     if sync_frame is not None:
-        func = getattr(sync_frame, "func", "?")
-        text += f" — raised at a synchronisation point in {func}, not by the kernel that failed"
+        where = f"{Path(sync_frame.file).name}:{sync_frame.func}"
+        code = f" (`{sync_frame.code}`)" if sync_frame.code else ""
+        text += f" — raised at a synchronisation point, {where}{code}, "
+        text += "not by the kernel that failed"
+            f" — raised at a synchronisation point, {where}{code}, not by the kernel that failed"
+        )
     return text + ("" if text.endswith(".") else ".")

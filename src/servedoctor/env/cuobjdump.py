@@ -50,3 +50,17 @@ def list_with_cuobjdump(path: Path, *, timeout: float = 600.0) -> Listing | None
         timeout=timeout,
     )
     return parse_listing(done.stdout)
+
+
+_FAMILY = re.compile(r"^((?:sm|compute)_\d+)f$")
+
+
+def as_listed(names: tuple[str, ...] | list[str] | set[str]) -> set[str]:
+    """Our arch names as ``cuobjdump --list-elf`` prints them.
+
+    cuobjdump (CUDA 13.0) names a family-specific cubin by its base arch: an entry nvcc built
+    for ``sm_100f`` is listed as ``…sm_100.cubin``. The fatbin header keeps the family flag,
+    so the scan says ``sm_100f``; to compare, the ``f`` is dropped. ``a`` variants are listed
+    with their suffix and stay.
+    """
+    return {_FAMILY.sub(r"\1", name) for name in names}
