@@ -35,7 +35,7 @@ HEALTHY = """\
 [2025-10-16 09:06:41] INFO:     Uvicorn running on http://127.0.0.1:{port} (Press CTRL+C to quit)
 [2025-10-16 09:06:43] INFO:     127.0.0.1:40000 - "POST /generate HTTP/1.1" 200 OK
 [2025-10-16 09:06:43] The server is fired up and ready to roll!
-"""  # noqa: E501
+"""
 
 
 def settings(argv: list[str]) -> dict[str, str]:

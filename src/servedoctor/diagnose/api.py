@@ -303,6 +303,4 @@ def _summary(
         code = f" (`{sync_frame.code}`)" if sync_frame.code else ""
         text += f" — raised at a synchronisation point, {where}{code}, "
         text += "not by the kernel that failed"
-            f" — raised at a synchronisation point, {where}{code}, not by the kernel that failed"
-        )
     return text + ("" if text.endswith(".") else ".")
