@@ -201,13 +201,22 @@ def scan_bytes(buf: Buffer, name: str = "<bytes>") -> ScanResult:
         elf = read_elf(buf)
     except ElfError as exc:
         return ScanResult(file=name, error=f"unreadable ELF: {exc}")
-    fatbins: list[Fatbin] = []
+    by_section: dict[str, list[Fatbin]] = {}
     scanned = 0
     for section in elf.named(*FATBIN_SECTIONS):
         end = min(section.offset + section.size, len(buf))
-        fatbins += parse_fatbins(buf, section.offset, end)
+        by_section.setdefault(section.name, []).extend(parse_fatbins(buf, section.offset, end))
         scanned += max(0, end - section.offset)
-    return ScanResult(file=name, fatbins=tuple(fatbins), bytes_scanned=scanned)
+    loadable = by_section.get(".nv_fatbin", [])
+    relocatable = by_section.get("__nv_relfatbin", [])
+    if not loadable:
+        # a relocatable object (.o): its device code lives in __nv_relfatbin only
+        return ScanResult(file=name, fatbins=tuple(relocatable), bytes_scanned=scanned)
+    # A linked library's __nv_relfatbin keeps device code for device-side linking by its
+    # users (nvshmem does this); the driver never loads it, so it says nothing about
+    # which GPUs the library's own kernels run on (cuobjdump --list-elf skips it too).
+    extras = {"relocatable": _sorted_names(e for f in relocatable for e in f.entries)}
+    return ScanResult(file=name, fatbins=tuple(loadable), bytes_scanned=scanned, extras=extras)
 
 
 def scan_file(path: str | os.PathLike[str]) -> ScanResult:
