@@ -9,18 +9,36 @@ answer), the phase and the summary, with the last log lines as evidence.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 
 from servedoctor.diagnose import diagnose_path
+from servedoctor.engines.command import parse_command
+from servedoctor.errors import UserError
 from servedoctor.launch.types import Failure
 from servedoctor.model import Diagnosis, Evidence
 
 _TAIL_LINES = 5
 
 
-def diagnose_run(log: Path, failure: Failure, *, engine: str) -> Diagnosis:
-    diagnosis = diagnose_path(log, engine=engine, phase_hint=failure.phase)
+def diagnose_run(
+    log: Path, failure: Failure, *, engine: str, argv: Sequence[str] = ()
+) -> Diagnosis:
+    """Diagnose the run's log with the phase the timeline knew and the command's flags."""
+    diagnosis = diagnose_path(
+        log, engine=engine, phase_hint=failure.phase, command_flags=_flags(argv)
+    )
     return complete(diagnosis, failure, log=log, engine=engine)
+
+
+def _flags(argv: Sequence[str]) -> dict[str, str | None]:
+    """The flags the command sets (rule conditions and {flag:…} values read them)."""
+    if not argv:
+        return {}
+    try:
+        return dict(parse_command(argv).settings())
+    except UserError:
+        return {}
 
 
 def complete(diagnosis: Diagnosis, failure: Failure, *, log: Path, engine: str) -> Diagnosis:

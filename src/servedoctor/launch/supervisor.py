@@ -196,7 +196,7 @@ class _Supervisor:
             )
         diagnosis: Diagnosis | None = None
         if failure is not None:
-            diagnosis = diagnose_run(self.log_path, failure, engine=self.spec.name)
+            diagnosis = diagnose_run(self.log_path, failure, engine=self.spec.name, argv=self.argv)
         self.client.close()
         now = self.now()
         result = RunResult(
