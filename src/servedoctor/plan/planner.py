@@ -148,25 +148,19 @@ def _sglang(
     # clamped to 2048..4096).
     requests = min(max(int(tokens / max(context, 1) * 512), 2048), 4096)
     needed += (requests + 1) * context * 4 / GIB
-    headroom = total * (1 - fraction)
-    best = 1 - needed / total
-    floor = weights_gib / total
-    recommended = math.floor(best * 100) / 100 if best > floor else None
-    return Plan(
-        engine="sglang",
-        weights_gib_per_gpu=weights_gib,
-        weights_source=exact,
-        kv=layout,
-        kv_tokens=tokens,
-        kv_gib_per_gpu=tokens * layout.bytes_per_token / GIB,
+    return _finish(
+        "sglang",
+        weights_gib=weights_gib,
+        exact=exact,
+        layout=layout,
+        tokens=tokens,
         fraction=fraction,
-        headroom_gib=headroom,
-        headroom_needed_gib=needed,
-        graph_capture_fits=headroom >= needed and tokens > 0,
-        recommended_fraction=recommended,
-        context_length=context,
-        cuda_graph_max_bs=graph_bs,
-        notes=tuple(notes),
+        total_gib=total,
+        needed_gib=needed,
+        floor_gib=weights_gib,
+        context=context,
+        graph_bs=graph_bs,
+        notes=notes,
     )
 
 
@@ -199,12 +193,44 @@ def _vllm(
         head.runtime_gib
         + graph_bs * decode_bytes_per_seq(model, tp=inputs.tp, context=context, headroom=head) / GIB
     )
-    headroom = inputs.gpu_memory_gib * (1 - fraction)
-    best = 1 - needed / inputs.gpu_memory_gib
-    floor = (weights_gib + peak + non_torch) / inputs.gpu_memory_gib
-    recommended = math.floor(best * 100) / 100 if best > floor else None
+    return _finish(
+        "vllm",
+        weights_gib=weights_gib,
+        exact=exact,
+        layout=layout,
+        tokens=tokens,
+        fraction=fraction,
+        total_gib=inputs.gpu_memory_gib,
+        needed_gib=needed,
+        floor_gib=weights_gib + peak + non_torch,
+        context=context,
+        graph_bs=graph_bs,
+        notes=notes,
+    )
+
+
+def _finish(
+    engine: Engine,
+    *,
+    weights_gib: float,
+    exact: str,
+    layout: KVLayout,
+    tokens: int,
+    fraction: float,
+    total_gib: float,
+    needed_gib: float,
+    floor_gib: float,
+    context: int,
+    graph_bs: int,
+    notes: list[str],
+) -> Plan:
+    """The plan both engines share: graph headroom against what capture needs, and the
+    highest fraction that still leaves it (never below what weights and profiling take)."""
+    headroom = total_gib * (1 - fraction)
+    best = 1 - needed_gib / total_gib
+    recommended = math.floor(best * 100) / 100 if best > floor_gib / total_gib else None
     return Plan(
-        engine="vllm",
+        engine=engine,
         weights_gib_per_gpu=weights_gib,
         weights_source=exact,
         kv=layout,
@@ -212,8 +238,8 @@ def _vllm(
         kv_gib_per_gpu=tokens * layout.bytes_per_token / GIB,
         fraction=fraction,
         headroom_gib=headroom,
-        headroom_needed_gib=needed,
-        graph_capture_fits=headroom >= needed and tokens > 0,
+        headroom_needed_gib=needed_gib,
+        graph_capture_fits=headroom >= needed_gib and tokens > 0,
         recommended_fraction=recommended,
         context_length=context,
         cuda_graph_max_bs=graph_bs,
