@@ -22,6 +22,15 @@ demo: install
 	-$(BIN)/servedoctor diagnose examples/*.log
 	@echo "== servedoctor rules"
 	$(BIN)/servedoctor rules
+	@echo "== servedoctor plan: GLM-5-NVFP4, TP8, RTX PRO 6000 (95 GiB), fp8 KV at 0.95 vs 0.88"
+	$(BIN)/servedoctor plan --model tests/plan/fixtures/glm5-nvfp4 --tp 8 --gpu-memory-gib 95 \
+		--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.95 --weights-gib-per-gpu 57.06
+	$(BIN)/servedoctor plan --model tests/plan/fixtures/glm5-nvfp4 --tp 8 --gpu-memory-gib 95 \
+		--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.88 --weights-gib-per-gpu 57.06
+	@echo "== servedoctor preflight: the same command judged for sm_120 before launch"
+	-$(BIN)/servedoctor preflight --gpu sm_120 --no-scan --model tests/plan/fixtures/glm5-nvfp4 -- \
+		python -m sglang.launch_server --model-path tests/plan/fixtures/glm5-nvfp4 --tp 8 \
+		--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.95
 
 lint: install-test
 	$(BIN)/ruff check src tests bench
@@ -37,6 +46,9 @@ test: lint typecheck unit
 
 bench: install-test
 	$(BIN)/python bench/log_throughput.py
+	$(BIN)/python bench/archscan_speed.py
+	$(BIN)/python bench/fix_scenarios.py --corpus $(SHARED)/corpus/dev
+	$(BIN)/python bench/launch_overhead.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
