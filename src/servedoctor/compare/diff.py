@@ -19,9 +19,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict
 
+from servedoctor.datafile import load_yaml
 from servedoctor.engines.command import ServerCommand
 from servedoctor.engines.effective import parse_effective_config
 from servedoctor.redact import is_secret_name
@@ -49,7 +49,7 @@ class _Changes(BaseModel):
 @lru_cache(maxsize=1)
 def _auto_rules() -> list[tuple[_Change, re.Pattern[str]]]:
     path = Path(__file__).parent / "data" / "auto_changes.yaml"
-    data = _Changes.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    data = _Changes.model_validate(load_yaml(path))
     return [(c, re.compile(c.pattern)) for c in data.changes]
 
 

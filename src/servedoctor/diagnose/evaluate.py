@@ -11,8 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from servedoctor.datafile import load_yaml
 from servedoctor.diagnose.api import diagnose_path
 from servedoctor.errors import UserError
 from servedoctor.model import Diagnosis
@@ -66,7 +65,7 @@ def _counts(name: str, expected: str | None) -> bool:
 
 
 def score_case(case_dir: Path, score: Score) -> Diagnosis | None:
-    labels = yaml.safe_load((case_dir / "case.yaml").read_text(encoding="utf-8"))
+    labels = load_yaml(case_dir / "case.yaml")
     score.cases += 1
     try:
         diagnosis = diagnose_path(case_dir / "log.txt")

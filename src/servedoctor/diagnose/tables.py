@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict
 
+from servedoctor.datafile import load_yaml
 from servedoctor.taxonomy import Component, Phase
 
 
@@ -70,7 +70,7 @@ class Tables:
 
 @lru_cache(maxsize=1)
 def tables() -> Tables:
-    raw = yaml.safe_load((Path(__file__).parent / "frames.yaml").read_text(encoding="utf-8"))
+    raw = load_yaml(Path(__file__).parent / "frames.yaml")
     data = _Tables.model_validate(raw)
     return Tables(
         phases=tuple(PhaseRule(r.phase, re.compile(r.pattern)) for r in data.phases),

@@ -11,8 +11,9 @@ from functools import cache, cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from servedoctor.datafile import load_yaml
 
 FLAGS_DIR = Path(__file__).parent / "flags"
 
@@ -118,7 +119,7 @@ def flag_table(engine: str) -> FlagTable | None:
     path = FLAGS_DIR / f"{engine}.yaml"
     if not path.is_file():
         return None
-    return FlagTable.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    return FlagTable.model_validate(load_yaml(path))
 
 
 def known_tables() -> list[str]:

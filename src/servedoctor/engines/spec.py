@@ -10,9 +10,9 @@ import re
 from functools import cached_property, lru_cache
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from servedoctor.datafile import load_yaml
 from servedoctor.taxonomy import Phase
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -122,7 +122,7 @@ class EngineSpec(_Strict):
 def all_engines() -> dict[str, EngineSpec]:
     specs = {}
     for path in sorted(DATA_DIR.glob("*.yaml")):
-        spec = EngineSpec.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+        spec = EngineSpec.model_validate(load_yaml(path))
         specs[spec.name] = spec
     return specs
 

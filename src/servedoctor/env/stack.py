@@ -9,9 +9,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from servedoctor.datafile import load_yaml
 from servedoctor.env.fatbin import is_library_name
 
 DATA = Path(__file__).parent / "data" / "stack.yaml"
@@ -37,7 +37,7 @@ class _StackFile(BaseModel):
 
 @lru_cache(maxsize=1)
 def stack_packages() -> tuple[StackPackage, ...]:
-    raw = yaml.safe_load(DATA.read_text(encoding="utf-8"))
+    raw = load_yaml(DATA)
     return tuple(_StackFile.model_validate(raw).packages)
 
 

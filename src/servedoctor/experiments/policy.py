@@ -5,9 +5,9 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from servedoctor.datafile import load_yaml
 from servedoctor.model import Change, ChangeKind
 
 POLICY_FILE = Path(__file__).parent / "data" / "policy.yaml"
@@ -45,4 +45,4 @@ class Policy(BaseModel):
 
 @lru_cache(maxsize=1)
 def default_policy() -> Policy:
-    return Policy.model_validate(yaml.safe_load(POLICY_FILE.read_text(encoding="utf-8")))
+    return Policy.model_validate(load_yaml(POLICY_FILE))

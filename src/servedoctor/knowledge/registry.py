@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
+from servedoctor.datafile import load_yaml
 from servedoctor.knowledge.schema import Rule
 
 RULES_DIR = Path(__file__).parent / "rules"
@@ -35,7 +35,7 @@ class Registry:
 
 
 def _load_file(path: Path) -> list[Rule]:
-    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    raw = load_yaml(path)
     docs = raw if isinstance(raw, list) else [raw]
     rules = []
     for doc in docs:

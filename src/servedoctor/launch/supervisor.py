@@ -30,6 +30,7 @@ import httpx
 from servedoctor import __version__
 from servedoctor.engines import EngineSpec, engine_for_command
 from servedoctor.errors import UserError
+from servedoctor.knowledge.registry import default_registry
 from servedoctor.launch.endpoint import Endpoint, endpoint_for
 from servedoctor.launch.failure import diagnose_run
 from servedoctor.launch.probes import TokenProgress, chat, check_health, model_name, port_open
@@ -154,6 +155,8 @@ class _Supervisor:
             raise UserError(f"cannot start {self.argv[0]}: {exc.strerror or exc}") from None
         self.pump = LogPump(self.proc.stdout_fd, log, self.lines)
         self.pump.start()
+        # load the knowledge rules while the server starts, not after it dies
+        threading.Thread(target=default_registry, name="rules-warmup", daemon=True).start()
         self.emit("started", f"{self.spec.display} pid {self.proc.pid}", {"pid": self.proc.pid})
         self._write(outcome="running")
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
+from servedoctor.datafile import load_yaml
 
 _ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -41,7 +41,7 @@ class _Prefix:
 
 @lru_cache(maxsize=1)
 def _prefixes() -> tuple[_Prefix, ...]:
-    raw = yaml.safe_load((Path(__file__).parent / "prefixes.yaml").read_text(encoding="utf-8"))
+    raw = load_yaml(Path(__file__).parent / "prefixes.yaml")
     return tuple(_Prefix(name=p["name"], regex=re.compile(p["pattern"])) for p in raw)
 
 

@@ -12,8 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from servedoctor.datafile import load_yaml
 from servedoctor.engines import EngineSpec, PhaseMarker
 from servedoctor.logs.lines import Line
 from servedoctor.logs.model import Event, EventKind
@@ -34,7 +33,7 @@ class Signal:
 
 @lru_cache(maxsize=1)
 def signals() -> tuple[Signal, ...]:
-    raw = yaml.safe_load((Path(__file__).parent / "signals.yaml").read_text(encoding="utf-8"))
+    raw = load_yaml(Path(__file__).parent / "signals.yaml")
     return tuple(
         Signal(kind=s["kind"], regex=re.compile(s["pattern"]), name=s.get("name")) for s in raw
     )

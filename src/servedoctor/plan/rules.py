@@ -21,9 +21,9 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict
 
+from servedoctor.datafile import load_yaml
 from servedoctor.plan.config import ModelConfig
 
 __all__ = ["EngineRules", "activation_bytes_per_token", "load_rules"]
@@ -93,7 +93,7 @@ class EngineRules(_Strict):
 @lru_cache(maxsize=1)
 def load_rules() -> EngineRules:
     path = Path(__file__).parent / "data" / "engines.yaml"
-    return EngineRules.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    return EngineRules.model_validate(load_yaml(path))
 
 
 def activation_bytes_per_token(model: ModelConfig, *, tp: int, headroom: Headroom) -> float:

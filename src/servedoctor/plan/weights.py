@@ -13,9 +13,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict
 
+from servedoctor.datafile import load_yaml
 from servedoctor.plan.config import ModelConfig
 from servedoctor.plan.safetensors import TensorInfo
 
@@ -39,7 +39,7 @@ class _Rules(BaseModel):
 @lru_cache(maxsize=1)
 def _rules() -> list[tuple[Kind, re.Pattern[str]]]:
     path = Path(__file__).parent / "data" / "sharding.yaml"
-    data = _Rules.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    data = _Rules.model_validate(load_yaml(path))
     return [(r.kind, re.compile(r.pattern)) for r in data.rules]
 
 
