@@ -49,3 +49,13 @@ def test_healthy_log_has_no_failure() -> None:
     d = diagnose_text(text)
     assert d.error_class is None and not d.failed
     assert d.engine == "sglang"
+
+
+def test_kernel_assertion_in_the_middle_is_found_by_the_screen() -> None:
+    limits = ScanLimits(
+        block_bytes=4096, head_bytes=8192, tail_bytes=8192, after_hit=1024, block_tail=512
+    )
+    line = "../aten/src/ATen/native/cuda/Indexing.cu:1093: indexSelectSmallIndex: block: [0,0,0], thread: [1,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n"
+    data = (DECODE * 2000 + line + DECODE * 2000).encode()
+    lines = list(Scanner(io.BytesIO(data), limits))
+    assert any("Assertion" in x.text and x.number == 2001 for x in lines)

@@ -26,8 +26,7 @@ SCREEN: tuple[bytes, ...] = (
     b"rror",  # Error, error, CUDAError...
     b"RROR",
     b"xception",
-    b"ssert",
-    b"ailed",
+    b"ailed",  # also kernel assertions: "Assertion `...` failed"
     b"imeout",
     b"atal",
 )
