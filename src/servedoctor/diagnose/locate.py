@@ -188,6 +188,14 @@ def locate(
     )
 
 
+def _first_forward(obs: Observations, error_class: str) -> str | None:
+    """The engine's first-forward phase, when the error is a kernel's own fault."""
+    spec = all_engines().get(obs.engine or "")
+    if spec is None or error_class not in KERNEL_CLASSES:
+        return None
+    return spec.first_forward
+
+
 def _phase(
     obs: Observations,
     error_class: str,
@@ -201,28 +209,15 @@ def _phase(
     if rule_phase is not None:
         return rule_phase, "rule"
     t = tables()
+    first_forward = _first_forward(obs, error_class)
     for candidate in (frames, all_frames(obs)):
         phase = phase_from_frames(candidate)
+        in_init = any(t.engine_init.search(_where(f)) for f in candidate)
+        # a kernel fault under the engine's constructor happened in its first forward pass
+        if first_forward and in_init and phase in (None, "startup"):
+            return first_forward, "frames"
         if phase is not None:
-            in_init = any(t.engine_init.search(_where(f)) for f in candidate)
-            spec = all_engines().get(obs.engine or "")
-            if (
-                phase == "startup"
-                and in_init
-                and error_class in KERNEL_CLASSES
-                and spec is not None
-                and spec.first_forward
-            ):
-                return spec.first_forward, "frames"
             return phase, "frames"
-        if candidate and error_class in KERNEL_CLASSES:
-            spec = all_engines().get(obs.engine or "")
-            if (
-                spec is not None
-                and spec.first_forward
-                and any(t.engine_init.search(_where(f)) for f in candidate)
-            ):
-                return spec.first_forward, "frames"
     phase = t.phase_of_text(message) or t.phase_of_text(
         "\n".join(f.func for f in frames if f.file == "<native>")
     )
