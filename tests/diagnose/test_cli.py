@@ -124,3 +124,12 @@ def test_eval_json(corpus: Path) -> None:
     assert proc.returncode == 0
     report = json.loads(proc.stdout)
     assert report["cases"] >= 40 and report["accuracy"]["error_class"] >= 0.9
+
+
+@pytest.mark.parametrize("args", [("diagnose", "--bogus", "x"), ("nosuchverb",), ("rules", "show")])
+def test_usage_errors_are_one_line_and_exit_2(args: tuple[str, ...]) -> None:
+    proc = run(*args)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("servedoctor: ")
+    assert "Traceback" not in proc.stderr

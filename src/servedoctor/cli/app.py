@@ -6,6 +6,8 @@ import sys
 
 import typer
 from rich.console import Console
+from typer import Abort
+from typer._click.exceptions import ClickException, NoArgsIsHelpError  # typer's own click
 
 from servedoctor.errors import UserError
 
@@ -28,13 +30,23 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def run_app() -> None:
-    """Run the CLI; a :class:`UserError` anywhere becomes one line on stderr and exit 2."""
+def run_app(argv: list[str] | None = None) -> None:
+    """Run the CLI. Usage errors and :class:`UserError` become one line on stderr, exit 2."""
     try:
-        app()
+        code = app(args=argv, standalone_mode=False)
     except UserError as exc:
         err.print(f"[bold red]servedoctor:[/] {exc}", highlight=False)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Abort):
         err.print("servedoctor: interrupted", highlight=False)
         sys.exit(130)
+    except NoArgsIsHelpError as exc:
+        # the help text was asked for by giving no arguments: show it, exit like --help
+        exc.show()
+        sys.exit(0)
+    except ClickException as exc:
+        ctx = getattr(exc, "ctx", None)  # usage errors know the command they belong to
+        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        err.print(f"servedoctor: {exc.format_message()}{hint}", highlight=False, markup=False)
+        sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)
