@@ -96,6 +96,51 @@ PAIRS: list[tuple[str, str, dict[str, Any], int, str]] = [
         int(5.822 * 2**30) // (16 * 131072) * 16,
         "https://github.com/vllm-project/vllm/issues/10517 (35k - OK, peak_torch_memory=15.05GiB)",
     ),
+    (
+        # SGLang 0.4.3.post4, 4x NVIDIA L4 (23034 MiB = 22.49 GiB each; the log's free memory
+        # after init, 21.63 GB, is that less the CUDA context and NCCL), default fraction
+        # printed in server_args: mem_fraction_static=0.85. Weights: mem usage=15.54 GB.
+        "qwq-32b-4xl4-sglang-tp4-0.85",
+        "qwq-32b",
+        dict(
+            engine="sglang",
+            gpu_memory_gib=22.49,
+            tp=4,
+            fraction=0.85,
+            weights_gib_per_gpu=15.54,
+        ),
+        46_611,
+        "https://github.com/didier-durand/llms-in-clouds/blob/main/docs/sglang.md "
+        "(SGLang start sequence with Qwen QwQ-32B; KV Cache is allocated. #tokens: 46611)",
+    ),
+    (
+        # SGLang docs notebook (2025-01), one 80 GB GPU, server_args mem_fraction_static=0.88;
+        # weights = avail mem 78.81 GB before loading - 63.72 GB after = 15.09 GB.
+        "llama3.1-8b-80gb-sglang-0.88-docs",
+        "llama31-8b",
+        dict(
+            engine="sglang",
+            gpu_memory_gib=79.19,
+            fraction=0.88,
+            weights_gib_per_gpu=15.09,
+        ),
+        444_500,
+        "https://docs.sglang.ai/start/send_request.html (max_total_num_tokens=444500)",
+    ),
+    (
+        # FlashAttention 3 backend, so a Hopper GPU (H100 80 GB); SGLang's TP1 default
+        # fraction of the time, 0.88 (the docs run above prints it for the same command).
+        "llama3.1-8b-h100-sglang-fa3-0.88",
+        "llama31-8b",
+        dict(
+            engine="sglang",
+            gpu_memory_gib=79.19,
+            fraction=0.88,
+            weights_gib_per_gpu=15.11,
+        ),
+        442_750,
+        "https://github.com/sgl-project/sglang/pull/4760 (KV Cache is allocated. #tokens: 442750)",
+    ),
 ]
 
 
