@@ -222,3 +222,24 @@ def test_glm5_weight_estimate_from_config_is_near_published() -> None:
     )
     assert abs(plan.weights_gib_per_gpu - 57.06) / 57.06 < 0.03
     assert plan.weights_source.startswith("estimated")
+
+
+def test_glm5_fp8_bytes_per_token_match_a_second_public_pool() -> None:
+    """GLM-5-FP8, 8x MI355X, SGLang (ROCm, page size 1): "KV Cache is allocated. #tokens:
+    3262823, KV size: 186.77 GB" (https://github.com/ajith-sirra-amd/Issues/blob/main/
+    GLM-5-FP8-MI355X-SGLANG-ERROR.md). Same architecture as the GLM-5 fixture. Only the
+    layout is checked: that run's pool implies a reserve of ~2.5 % against the dumped
+    mem_fraction_static=0.908, which the planner's SGLang rule does not explain (skipped)."""
+    plan = make_plan(
+        load_model_config(GLM5),
+        PlanInputs(
+            engine="sglang",
+            gpu_memory_gib=287.98,
+            tp=8,
+            kv_cache_dtype="fp8_e4m3",
+            fraction=0.908,
+            weights_gib_per_gpu=89.58,
+        ),
+    )
+    published = 186.77 * 2**30 / 3_262_823
+    assert abs(plan.kv_bytes_per_token - published) / published < 0.001
