@@ -142,3 +142,56 @@ def test_cli_bad_input_exits_2() -> None:
     runner = CliRunner()
     res = runner.invoke(app, ["plan", "--model", "/nonexistent", "--gpu-memory-gib", "80"])
     assert isinstance(res.exception, UserError) or res.exit_code == 2
+
+
+# A verbatim public SGLang log (source in the fixture's header): GLM-5-FP8 on 8x MI355X.
+ROCM_LOG = FIXTURES / "glm5-fp8-mi355x-sglang.log"
+ROCM_USED = [
+    "python3",
+    "-m",
+    "sglang.launch_server",
+    "--attention-backend",
+    "triton",
+    "--model-path",
+    "zai-org/GLM-5-FP8",
+    "--tp-size",
+    "8",
+    "--kv-cache-dtype",
+    "fp8_e4m3",
+]
+
+
+def test_real_rocm_log_shows_nsa_backends_and_page_size_chosen_by_the_server() -> None:
+    lines = ROCM_LOG.read_text().splitlines()
+    result = compare(parse_command(ROCM_USED), log_lines=lines)
+    rows = {r.flag: r for r in result.rows}
+    for flag, value, reason in [
+        ("--nsa-prefill-backend", "flashmla_auto", "fp8_e4m3 KV cache"),
+        ("--nsa-decode-backend", "flashmla_kv", "fp8_e4m3 KV cache"),
+        ("--page-size", "1", "ROCm"),
+    ]:
+        row = rows[flag]
+        assert row.status == "server-changed", flag
+        assert row.used is None and row.effective == value, flag
+        assert reason in row.why and "log line" in row.why, row.why
+    # Both NSA backends come from one log line; the dump agrees with it.
+    facts = scan_log(lines, engine="sglang")
+    assert facts.config["nsa_decode_backend"] == "flashmla_kv"
+    assert facts.config["page_size"] == 1
+    nsa = [c for c in facts.changes if c.flag.startswith("--nsa-")]
+    assert len(nsa) == 2 and nsa[0].line == nsa[1].line
+    # What the command asked for is kept and not reported as a server change.
+    assert rows["--attention-backend"].effective == "triton"
+    assert rows["--attention-backend"].status != "server-changed"
+    assert rows["--kv-cache-dtype"].status != "server-changed"
+
+
+def test_nsa_backends_the_user_set_are_not_reported_as_server_changes() -> None:
+    line = (
+        "WARNING server_args.py:1: Set NSA backends for bfloat16 KV Cache: prefill=fa3, decode=fa3."
+    )
+    used = parse_command([*ROCM_USED[:-2], "--nsa-decode-backend", "fa3"])
+    rows = {r.flag: r for r in compare(used, log_lines=[line]).rows}
+    assert rows["--nsa-decode-backend"].status != "server-changed"
+    assert rows["--nsa-prefill-backend"].status == "server-changed"
+    assert "bfloat16" in rows["--nsa-prefill-backend"].why

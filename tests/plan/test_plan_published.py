@@ -96,6 +96,51 @@ PAIRS: list[tuple[str, str, dict[str, Any], int, str]] = [
         int(5.822 * 2**30) // (16 * 131072) * 16,
         "https://github.com/vllm-project/vllm/issues/10517 (35k - OK, peak_torch_memory=15.05GiB)",
     ),
+    (
+        # SGLang 0.4.3.post4, 4x NVIDIA L4 (23034 MiB = 22.49 GiB each; the log's free memory
+        # after init, 21.63 GB, is that less the CUDA context and NCCL), default fraction
+        # printed in server_args: mem_fraction_static=0.85. Weights: mem usage=15.54 GB.
+        "qwq-32b-4xl4-sglang-tp4-0.85",
+        "qwq-32b",
+        dict(
+            engine="sglang",
+            gpu_memory_gib=22.49,
+            tp=4,
+            fraction=0.85,
+            weights_gib_per_gpu=15.54,
+        ),
+        46_611,
+        "https://github.com/didier-durand/llms-in-clouds/blob/main/docs/sglang.md "
+        "(SGLang start sequence with Qwen QwQ-32B; KV Cache is allocated. #tokens: 46611)",
+    ),
+    (
+        # SGLang docs notebook (2025-01), one 80 GB GPU, server_args mem_fraction_static=0.88;
+        # weights = avail mem 78.81 GB before loading - 63.72 GB after = 15.09 GB.
+        "llama3.1-8b-80gb-sglang-0.88-docs",
+        "llama31-8b",
+        dict(
+            engine="sglang",
+            gpu_memory_gib=79.19,
+            fraction=0.88,
+            weights_gib_per_gpu=15.09,
+        ),
+        444_500,
+        "https://docs.sglang.ai/start/send_request.html (max_total_num_tokens=444500)",
+    ),
+    (
+        # FlashAttention 3 backend, so a Hopper GPU (H100 80 GB); SGLang's TP1 default
+        # fraction of the time, 0.88 (the docs run above prints it for the same command).
+        "llama3.1-8b-h100-sglang-fa3-0.88",
+        "llama31-8b",
+        dict(
+            engine="sglang",
+            gpu_memory_gib=79.19,
+            fraction=0.88,
+            weights_gib_per_gpu=15.11,
+        ),
+        442_750,
+        "https://github.com/sgl-project/sglang/pull/4760 (KV Cache is allocated. #tokens: 442750)",
+    ),
 ]
 
 
@@ -177,3 +222,24 @@ def test_glm5_weight_estimate_from_config_is_near_published() -> None:
     )
     assert abs(plan.weights_gib_per_gpu - 57.06) / 57.06 < 0.03
     assert plan.weights_source.startswith("estimated")
+
+
+def test_glm5_fp8_bytes_per_token_match_a_second_public_pool() -> None:
+    """GLM-5-FP8, 8x MI355X, SGLang (ROCm, page size 1): "KV Cache is allocated. #tokens:
+    3262823, KV size: 186.77 GB" (https://github.com/ajith-sirra-amd/Issues/blob/main/
+    GLM-5-FP8-MI355X-SGLANG-ERROR.md). Same architecture as the GLM-5 fixture. Only the
+    layout is checked: that run's pool implies a reserve of ~2.5 % against the dumped
+    mem_fraction_static=0.908, which the planner's SGLang rule does not explain (skipped)."""
+    plan = make_plan(
+        load_model_config(GLM5),
+        PlanInputs(
+            engine="sglang",
+            gpu_memory_gib=287.98,
+            tp=8,
+            kv_cache_dtype="fp8_e4m3",
+            fraction=0.908,
+            weights_gib_per_gpu=89.58,
+        ),
+    )
+    published = 186.77 * 2**30 / 3_262_823
+    assert abs(plan.kv_bytes_per_token - published) / published < 0.001

@@ -85,11 +85,13 @@ def scan_log(lines: Iterable[str], *, engine: str) -> LogFacts:
             config.update(parsed)
             config_line = config_line or number
             continue
+        seen: set[str] = set()  # one line may set several flags, each once
         for rule, regex in _auto_rules():
-            if rule.engine not in {engine, "any"}:
+            if rule.engine not in {engine, "any"} or rule.flag in seen:
                 continue
             m = regex.search(text)
             if m:
+                seen.add(rule.flag)
                 changes.append(
                     AutoChange(
                         rule.flag,
@@ -99,7 +101,6 @@ def scan_log(lines: Iterable[str], *, engine: str) -> LogFacts:
                         text.strip(),
                     )
                 )
-                break
     return LogFacts(config, config_line, tuple(changes))
 
 
