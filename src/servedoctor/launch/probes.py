@@ -104,31 +104,9 @@ def chat(
         else:
             status, text, tokens, error = _plain(client, url, body, timeout)
     except httpx.TimeoutException:
-        return SmokeResult(
-            kind,
-            False,
-            None,
-            progress.first_token_s,
-            time.monotonic() - started,
-            progress.tokens,
-            "",
-            f"no answer within {timeout:g} s",
-            True,
-            at,
-        )
+        return _unanswered(kind, progress, started, at, f"no answer within {timeout:g} s", True)
     except httpx.HTTPError as exc:
-        return SmokeResult(
-            kind,
-            False,
-            None,
-            progress.first_token_s,
-            time.monotonic() - started,
-            progress.tokens,
-            "",
-            _describe(exc),
-            False,
-            at,
-        )
+        return _unanswered(kind, progress, started, at, _describe(exc), False)
     latency = time.monotonic() - started
     ok = error is None and tokens >= 1
     if ok and expect is not None and not re.search(expect, text):
@@ -225,3 +203,26 @@ def _describe(exc: Exception) -> str:
     name = type(exc).__name__
     msg = str(exc)
     return f"{name}: {msg}" if msg else name
+
+
+def _unanswered(
+    kind: Literal["smoke", "liveness"],
+    progress: TokenProgress,
+    started: float,
+    at: float,
+    error: str,
+    timed_out: bool,
+) -> SmokeResult:
+    """A request that got no complete answer: what streamed before it stopped, and why."""
+    return SmokeResult(
+        kind,
+        False,
+        None,
+        progress.first_token_s,
+        time.monotonic() - started,
+        progress.tokens,
+        "",
+        error,
+        timed_out,
+        at,
+    )
