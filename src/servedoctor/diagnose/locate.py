@@ -69,16 +69,19 @@ def _where(frame: Frame) -> str:
 
 
 def phase_from_frames(frames: tuple[Frame, ...]) -> str | None:
-    """Outermost lifecycle frame, else innermost serving frame."""
+    """Innermost lifecycle frame (start-up last), else innermost serving frame."""
     t = tables()
     found = [(i, t.phase_of_frame(_where(f))) for i, f in enumerate(frames)]
     lifecycle = [p for _, p in found if p in t.lifecycle]
+    specific = [p for p in lifecycle if p != "startup"]
+    if specific:
+        return specific[-1]
     if lifecycle:
         return lifecycle[0]
     serving = [p for _, p in found if p is not None]
-    specific = [p for p in serving if p in ("prefill", "decode")]
-    if specific:
-        return specific[-1]
+    steps = [p for p in serving if p in ("prefill", "decode")]
+    if steps:
+        return steps[-1]
     return serving[-1] if serving else None
 
 

@@ -1,0 +1,61 @@
+"""Phase from frames: lifecycle stages nest, serving code runs inside capture."""
+
+from __future__ import annotations
+
+from servedoctor.diagnose import diagnose_text
+
+
+def tb(*frames: str, error: str) -> str:
+    body = "".join(
+        f'  File "/x/{f.split(":")[0]}", line 1, in {f.split(":")[1]}\n    call()\n' for f in frames
+    )
+    return f"Traceback (most recent call last):\n{body}{error}\n"
+
+
+def test_vllm_capture_inside_kv_cache_initialisation_is_graph_capture() -> None:
+    text = tb(
+        "vllm/v1/engine/core.py:_initialize_kv_caches",
+        "vllm/v1/worker/gpu_worker.py:compile_or_warm_up_model",
+        "vllm/v1/worker/gpu_model_runner.py:capture_model",
+        "vllm/v1/worker/gpu_model_runner.py:_dummy_run",
+        error="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+    )
+    d = diagnose_text(text)
+    assert (d.error_class, d.phase) == ("cuda_oom", "graph_capture")
+
+
+def test_serving_code_inside_sglang_graph_capture_does_not_make_it_decode() -> None:
+    text = tb(
+        "sglang/srt/model_executor/model_runner.py:init_cuda_graphs",
+        "sglang/srt/model_executor/cuda_graph_runner.py:capture",
+        "sglang/srt/model_executor/model_runner.py:forward_decode",
+        "sglang/srt/mem_cache/memory_pool.py:set_kv_buffer",
+        error="RuntimeError: CUDA error: an illegal memory access was encountered",
+    )
+    assert diagnose_text(text).phase == "graph_capture"
+
+
+def test_decode_step_while_serving() -> None:
+    text = tb(
+        "sglang/srt/managers/scheduler.py:event_loop_overlap",
+        "sglang/srt/managers/scheduler.py:run_batch",
+        "sglang/srt/model_executor/model_runner.py:forward_decode",
+        error="RuntimeError: CUDA error: an illegal memory access was encountered",
+    )
+    assert diagnose_text(text).phase == "decode"
+
+
+def test_kernel_fault_under_the_engine_constructor_is_its_first_forward_pass() -> None:
+    sglang = tb(
+        "sglang/srt/managers/scheduler.py:__init__",
+        "sglang/srt/model_executor/model_runner.py:__init__",
+        "torch/_ops.py:__call__",
+        error="RuntimeError: RMSNorm failed with error code no kernel image is available for execution on the device",
+    )
+    vllm = tb(
+        "vllm/engine/llm_engine.py:from_engine_args",
+        "vllm/model_executor/layers/quantization/utils.py:apply",
+        error="RuntimeError: CUDA error: no kernel image is available for execution on the device",
+    )
+    assert diagnose_text(sglang, engine="sglang").phase == "graph_capture"
+    assert diagnose_text(vllm, engine="vllm").phase == "memory_setup"
