@@ -12,6 +12,8 @@ def test_decode_crash_after_prefill(examples: Path) -> None:
     assert (d.error_class, d.phase, d.component) == ("device_assert", "decode", "attention")
     assert d.sync_point, "copy_done.synchronize() is a sync point, not the failing kernel"
     assert "synchronisation point" in d.summary
+    # the caller that waited, not torch's wrapper around the wait
+    assert "process_batch_result_decode (`copy_done.synchronize()`)" in d.summary
     first = d.hypotheses[0]
     assert [c.to_dict() for c in first.changes] == [
         {"kind": "env", "name": "CUDA_LAUNCH_BLOCKING", "value": "1"}

@@ -265,7 +265,23 @@ def _sync_frame(frames: tuple[Frame, ...], error_class: str, obs: Observations) 
     )
     if not asynchronous or not frames:
         return None
+    sync = tables().sync_points
+
+    def waits(frame: Frame) -> bool:
+        return bool(sync.search(frame.code) or sync.search(frame.func + "("))
+
     inner = frames[-1]
-    if tables().sync_points.search(inner.code) or tables().sync_points.search(inner.func + "("):
-        return inner
-    return None
+    if not waits(inner):
+        return None
+    # name the caller that asked to wait, not torch's own wrapper around the wait
+    for frame in reversed(frames[:-1]):
+        if not _in_torch(inner):
+            break
+        if not waits(frame):
+            break
+        inner = frame
+    return inner
+
+
+def _in_torch(frame: Frame) -> bool:
+    return "/torch/" in frame.file.replace("\\", "/")
