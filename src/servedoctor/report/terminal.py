@@ -64,7 +64,10 @@ def render(diagnosis: Diagnosis, console: Console, *, with_context: bool = True)
         (f" · {diagnosis.culprit}" if diagnosis.culprit else ""),
         (f"  [{rules}]", "dim"),
     )
-    parts: list[object] = [header, Text(diagnosis.summary), Text("")]
+    parts: list[object] = [header, Text(diagnosis.summary)]
+    if diagnosis.extras.get("truncated"):
+        parts.append(Text("(the log ends mid-line: it was cut, the failure may go on)", "dim"))
+    parts.append(Text(""))
     if diagnosis.evidence:
         parts.append(evidence_block(diagnosis, with_context=with_context))
     if diagnosis.hypotheses:
