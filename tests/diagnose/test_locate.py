@@ -59,3 +59,30 @@ def test_kernel_fault_under_the_engine_constructor_is_its_first_forward_pass() -
     )
     assert diagnose_text(sglang, engine="sglang").phase == "graph_capture"
     assert diagnose_text(vllm, engine="vllm").phase == "memory_setup"
+
+
+def test_step_marker_right_before_the_error_names_the_step() -> None:
+    marker = "[2024-07-28 10:00:00 TP0] Prefill batch. #new-seq: 1, #new-token: 6, #queue-req: 0\n"
+    error = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    body = tb("sglang/srt/managers/scheduler.py:event_loop_normal", error=error)
+    assert diagnose_text(marker + body).phase == "prefill"
+    far = marker + "".join(f"INFO: line {i}\n" for i in range(10)) + body
+    assert diagnose_text(far).phase == "serving"
+
+
+def test_scheduler_frames_are_not_the_component_of_a_kernel_fault() -> None:
+    text = tb(
+        "vllm/v1/engine/core.py:run_engine_core",
+        error="RuntimeError: CUDA error: no kernel image is available for execution on the device",
+    )
+    assert diagnose_text(text).component == "environment"
+
+
+def test_rank_prefixed_exception_line_after_its_frame_is_the_error() -> None:
+    text = (
+        '[rank0]:   File "/x/vllm/worker/worker.py", line 565, in raise_if_cache_size_invalid\n'
+        "[rank0]:     raise ValueError(\n"
+        "[rank0]: ValueError: The model's max seq len (60000) is larger than the maximum number"
+        " of tokens that can be stored in KV cache (58384).\n"
+    )
+    assert diagnose_text(text).error_class == "kv_cache_capacity"

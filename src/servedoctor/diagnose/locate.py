@@ -63,6 +63,13 @@ CLASS_COMPONENT: dict[str, str] = {
 
 ASYNC_CLASSES = frozenset({"device_assert", "illegal_memory_access"})
 
+#: A step marker (SGLang "Prefill batch.", "Decode batch.") this close before the error
+#: names the batch that failed when the frames only say "serving".
+STEP_MARKER_LINES = 3
+
+#: Components that only dispatch work: a kernel's fault is never theirs.
+DISPATCH_COMPONENTS = frozenset({"scheduler"})
+
 
 def _where(frame: Frame) -> str:
     return f"{frame.file}:{frame.func}"
@@ -179,16 +186,34 @@ def locate(
         phase = phase_default
     if phase == "serving" and phase_hint in ("prefill", "decode"):
         phase = phase_hint
+    if phase == "serving" and source == "frames":
+        phase = _step_marker(obs, root) or phase
     if phase in ("prefill", "decode", "serving") and source in ("marker", "frames", "text"):
         phase = _warmup_refinement(obs, phase, root)
 
     sync = _sync_frame(frames, error_class, obs)
-    component, culprit = _component(frames, message, skip_frames=sync is not None)
+    component, culprit = _component(
+        frames,
+        message,
+        skip_frames=sync is not None,
+        skip=DISPATCH_COMPONENTS if error_class in KERNEL_CLASSES else frozenset(),
+    )
     component = rule_component or component or CLASS_COMPONENT.get(error_class, "unknown")
     culprit = rule_culprit or culprit
     return Location(
         phase=phase, phase_source=source, component=component, culprit=culprit, sync_frame=sync
     )
+
+
+def _step_marker(obs: Observations, root: Event | None) -> str | None:
+    """Prefill or decode, when the engine announced that step right before the error."""
+    if root is None:
+        return None
+    marker = obs.last_phase_before(root.line)
+    if marker is None or root.line - marker.line > STEP_MARKER_LINES:
+        return None
+    phase = str(marker.fields["phase"])
+    return phase if phase in ("prefill", "decode") else None
 
 
 def _first_forward(obs: Observations, error_class: str) -> str | None:
@@ -236,7 +261,11 @@ def _phase(
 
 
 def _component(
-    frames: tuple[Frame, ...], message: str, *, skip_frames: bool
+    frames: tuple[Frame, ...],
+    message: str,
+    *,
+    skip_frames: bool,
+    skip: frozenset[str] = frozenset(),
 ) -> tuple[str | None, str | None]:
     """The error text first (kernel and library names), then frames innermost-first.
 
@@ -251,6 +280,8 @@ def _component(
         candidates += [_where(f) + " " + f.code for f in reversed(frames)]
     for text in candidates:
         for row in t.components_of(text):
+            if row.component in skip:
+                continue
             component = component or row.component
             culprit = culprit or row.culprit
         if component and culprit:
