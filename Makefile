@@ -19,7 +19,7 @@ install-test: $(BIN)/python
 
 demo: install
 	@echo "== servedoctor diagnose examples/ (the GLM-5 story's two failures and real public logs)"
-	-$(BIN)/servedoctor diagnose examples/*.log
+	$(BIN)/servedoctor diagnose examples/*.log || test $$? -eq 1   # 1 = failures diagnosed
 	@echo "== servedoctor rules"
 	$(BIN)/servedoctor rules
 	@echo "== servedoctor plan: GLM-5-NVFP4, TP8, RTX PRO 6000 (95 GiB), fp8 KV at 0.95 vs 0.88"
@@ -28,9 +28,9 @@ demo: install
 	$(BIN)/servedoctor plan --model tests/plan/fixtures/glm5-nvfp4 --tp 8 --gpu-memory-gib 95 \
 		--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.88 --weights-gib-per-gpu 57.06
 	@echo "== servedoctor preflight: the same command judged for sm_120 before launch"
-	-$(BIN)/servedoctor preflight --gpu sm_120 --no-scan --model tests/plan/fixtures/glm5-nvfp4 -- \
+	$(BIN)/servedoctor preflight --gpu sm_120 --no-scan --model tests/plan/fixtures/glm5-nvfp4 -- \
 		python -m sglang.launch_server --model-path tests/plan/fixtures/glm5-nvfp4 --tp 8 \
-		--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.95
+		--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.95 || test $$? -eq 1   # 1 = a blocking risk found
 
 lint: install-test
 	$(BIN)/ruff check src tests bench
