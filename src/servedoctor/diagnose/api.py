@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import io
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -38,22 +39,28 @@ def diagnose_path(
     registry: Registry | None = None,
 ) -> Diagnosis:
     """Diagnose one log file (``-`` reads stdin). Bad input raises :class:`UserError`."""
-    name = str(path)
-    if name == "-":
+    with _open_log(path) as (name, stream):
         return diagnose_stream(
-            sys.stdin.buffer,
-            name="<stdin>",
+            stream,
+            name=name,
             engine=engine,
             phase_hint=phase_hint,
             command_flags=command_flags,
             arch=arch,
             registry=registry,
         )
+
+
+@contextmanager
+def _open_log(path: str | Path) -> Iterator[tuple[str, BinaryIO]]:
+    """The log's display name and byte stream, after the checks that make it bad input."""
+    name = str(path)
+    if name == "-":
+        yield "<stdin>", sys.stdin.buffer
+        return
     p = Path(path)
     if not p.exists():
         raise UserError(f"{name}: no such file")
-    if p.is_dir():
-        raise UserError(f"{name}: is a directory, not a log file")
     try:
         with p.open("rb") as f:
             head = f.read(8192)
@@ -62,15 +69,7 @@ def diagnose_path(
             if _looks_binary(head):
                 raise UserError(f"{name}: binary file, not a text log")
             f.seek(0)
-            return diagnose_stream(
-                f,
-                name=name,
-                engine=engine,
-                phase_hint=phase_hint,
-                command_flags=command_flags,
-                arch=arch,
-                registry=registry,
-            )
+            yield name, f
     except PermissionError as exc:
         raise UserError(f"{name}: cannot read ({exc.strerror})") from exc
     except IsADirectoryError as exc:
