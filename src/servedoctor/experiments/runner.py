@@ -7,6 +7,7 @@ replays an interrupted session without relaunching what already ran.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Sequence
 
@@ -91,21 +92,14 @@ class TrialRunner:
             return self._done[key]
         if self._stored.get(key):
             old = self._stored[key].popleft()
-            trial = Trial(
+            # the stored result, under this session's numbering and reasons
+            trial = dataclasses.replace(
+                old,
                 index=len(self.trials),
                 role=role,
                 changes=tuple(changes),
                 tested=tested,
                 why=why,
-                argv=old.argv,
-                env=old.env,
-                outcome=old.outcome,
-                diagnosis=old.diagnosis,
-                duration_s=old.duration_s,
-                gpu_peak_mib=old.gpu_peak_mib,
-                exit_code=old.exit_code,
-                run_dir=old.run_dir,
-                against=old.against,
                 replayed=True,
             )
         else:
