@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 SHARED ?= ../shared
 
-.PHONY: install install-test demo test lint typecheck unit bench clean
+.PHONY: install install-test demo test lint typecheck unit fuzz bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ unit: install-test
 	$(BIN)/pytest -q
 
 test: lint typecheck unit
+
+# Fresh random examples, 25x as many: finds new parser bugs; `make test` stays repeatable.
+fuzz: install-test
+	HYPOTHESIS_PROFILE=explore $(BIN)/pytest -q -p no:cacheprovider \
+		tests/env/test_env_fatbin_fuzz.py tests/diagnose/test_fuzz.py tests/fix/test_ddmin.py
 
 bench: install-test
 	$(BIN)/python bench/log_throughput.py

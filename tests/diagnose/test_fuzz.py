@@ -31,13 +31,13 @@ def run(data: bytes) -> None:
     assert d.error_class is None or isinstance(d.error_class, str)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=4096))
 def test_random_bytes(data: bytes) -> None:
     run(data)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(st.lists(st.sampled_from(FRAGMENTS), max_size=60), st.integers(min_value=0, max_value=200))
 def test_shuffled_and_truncated_log_fragments(parts: list[bytes], cut: int) -> None:
     data = b"".join(parts)

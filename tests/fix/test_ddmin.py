@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from servedoctor.experiments.ddmin import ddmin, split
@@ -26,7 +26,6 @@ def test_monotone_target_is_found_exactly(data: st.DataObject, items: list[int])
     assert result == [x for x in items if x in needed]
 
 
-@settings(max_examples=200)
 @given(st.data(), items_st)
 def test_result_is_one_minimal_for_any_predicate(data: st.DataObject, items: list[int]) -> None:
     """Arbitrary (non-monotone) predicates: the result works and no single removal does."""

@@ -72,6 +72,8 @@ def read_elf(buf: Buffer) -> ElfFile:
             return ElfFile(machine=machine, sections=())
         if shentsize < struct.calcsize(fmt):
             raise ElfError(f"section header entry of {shentsize} bytes is too small")
+        if shoff + shentsize > len(view):
+            raise ElfError("section table starts past the end of the file")
         raw = [_header(view, fmt, shoff, shentsize, 0)]
         if shnum == 0:  # extended numbering: the count lives in section 0's sh_size
             shnum = raw[0][5]
@@ -80,7 +82,7 @@ def read_elf(buf: Buffer) -> ElfFile:
         if shnum > _MAX_SECTIONS or shoff + shnum * shentsize > len(view):
             raise ElfError("section table runs past the end of the file")
         raw += [_header(view, fmt, shoff, shentsize, i) for i in range(1, shnum)]
-    except struct.error as exc:
+    except (struct.error, OverflowError) as exc:
         raise ElfError(f"truncated ELF header: {exc}") from exc
     if not 0 <= shstrndx < len(raw):
         raise ElfError("section name table index out of range")
