@@ -33,8 +33,8 @@ demo: install
 		--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.95 || test $$? -eq 1   # 1 = a blocking risk found
 
 lint: install-test
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check --no-cache src tests bench
+	$(BIN)/ruff format --no-cache --check src tests bench
 
 typecheck: install-test
 	$(BIN)/mypy

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import free_port, serve_cmd
 
+from conftest import free_port, serve_cmd
 from servedoctor.findings.store import FindingsStore
 from servedoctor.model import REMOVE
 

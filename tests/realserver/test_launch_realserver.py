@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import VENV_BIN, free_port, processes_mentioning, serve_cmd
 
+from conftest import VENV_BIN, free_port, processes_mentioning, serve_cmd
 from servedoctor.diagnose import diagnose_text
 from servedoctor.launch import LaunchOptions, RunResult, launch
 
