@@ -63,11 +63,26 @@ def model_name(client: httpx.Client, endpoint: Endpoint, *, timeout: float = 2.0
 
 
 class TokenProgress:
-    """Shared with the supervisor while a request runs: tokens seen so far."""
+    """Shared with the supervisor while a request runs: what has streamed so far.
+
+    Kept outside the request so that a stream cut short (the server died, the deadline
+    passed) still reports the tokens and the text it produced before it stopped.
+    """
 
     def __init__(self) -> None:
         self.tokens = 0
         self.first_token_s: float | None = None
+        self.pieces: list[str] = []
+
+    def add(self, content: str, elapsed_s: float) -> None:
+        self.pieces.append(content)
+        self.tokens += 1
+        if self.first_token_s is None:
+            self.first_token_s = elapsed_s
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)
 
 
 def chat(
@@ -143,7 +158,6 @@ def _stream(
     started: float,
 ) -> tuple[int, str, int, str | None]:
     deadline = started + timeout
-    pieces: list[str] = []
     usage_tokens: int | None = None
     done = False
     with client.stream("POST", url, json=body, timeout=timeout) as resp:
@@ -165,16 +179,9 @@ def _stream(
                 continue
             if not isinstance(chunk, dict):
                 continue
-            if "error" in chunk:
-                err = chunk["error"]
-                msg = err.get("message", err) if isinstance(err, dict) else err
-                text = "".join(pieces)
-                return (
-                    resp.status_code,
-                    text,
-                    progress.tokens,
-                    f"error in stream: {_short(str(msg))}",
-                )
+            error = _stream_error(chunk)
+            if error is not None:
+                return resp.status_code, progress.text, progress.tokens, error
             usage = chunk.get("usage") or {}
             if usage.get("completion_tokens") is not None:
                 usage_tokens = int(usage["completion_tokens"])
@@ -183,15 +190,25 @@ def _stream(
                 delta = choice.get("delta") or {}
                 content = delta.get("content") or delta.get("reasoning_content") or ""
                 if content:
-                    pieces.append(content)
-                    progress.tokens += 1
-                    if progress.first_token_s is None:
-                        progress.first_token_s = time.monotonic() - started
-    text = "".join(pieces)
+                    progress.add(content, time.monotonic() - started)
+    text = progress.text
     if not done:
         return resp.status_code, text, progress.tokens, "stream ended without a finish reason"
     tokens = usage_tokens if usage_tokens is not None else progress.tokens
     return resp.status_code, text, tokens, None
+
+
+def _stream_error(chunk: dict[str, Any]) -> str | None:
+    """An error event inside a stream: SGLang's ``{"error": {...}}`` or vLLM's
+    ``{"object": "error", "message": ...}``."""
+    if "error" in chunk:
+        err = chunk["error"]
+        msg = err.get("message", err) if isinstance(err, dict) else err
+    elif chunk.get("object") == "error":
+        msg = chunk.get("message", chunk)
+    else:
+        return None
+    return f"error in stream: {_short(str(msg))}"
 
 
 def _short(text: str, limit: int = 300) -> str:
@@ -221,7 +238,7 @@ def _unanswered(
         progress.first_token_s,
         time.monotonic() - started,
         progress.tokens,
-        "",
+        progress.text,
         error,
         timed_out,
         at,

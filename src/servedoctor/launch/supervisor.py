@@ -320,7 +320,7 @@ class _Supervisor:
                         request.progress.first_token_s,
                         mono - request.started,
                         request.progress.tokens,
-                        "",
+                        request.progress.text,
                         f"no answer within {request.timeout:g} s",
                         True,
                         request.started - self.t0,
