@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from servedoctor.launch.supervisor import check_command, launch
+from servedoctor.launch.process import check_command
+from servedoctor.launch.supervisor import launch
 from servedoctor.launch.types import (
     DEFAULT_STALL_TIMEOUTS,
     Failure,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -20,10 +21,24 @@ from dataclasses import dataclass
 
 import psutil
 
+from servedoctor.errors import UserError
+
 #: Environment variable set for the server; every descendant inherits it unless it clears it.
 RUN_MARKER = "SERVEDOCTOR_RUN_ID"
 
 _Key = tuple[int, float]  # (pid, create_time): a pid alone may be reused
+
+
+def check_command(argv: Sequence[str]) -> None:
+    """A usage error (exit 2) for an empty command or one that does not exist."""
+    if not argv:
+        raise UserError("no server command given: servedoctor launch [OPTIONS] -- CMD ...")
+    exe = argv[0]
+    if os.sep in exe:
+        if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+            raise UserError(f"command not found or not executable: {exe}")
+    elif shutil.which(exe) is None:
+        raise UserError(f"command not found: {exe}")
 
 
 @dataclass(frozen=True)

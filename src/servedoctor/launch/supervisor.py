@@ -10,16 +10,13 @@ kept, and run.json records what happened.
 from __future__ import annotations
 
 import contextlib
-import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
@@ -27,14 +24,15 @@ from typing import Any, Literal
 
 import httpx
 
-from servedoctor import __version__
 from servedoctor.engines import EngineSpec, engine_for_command
 from servedoctor.errors import UserError
 from servedoctor.knowledge.registry import default_registry
 from servedoctor.launch.endpoint import Endpoint, endpoint_for
 from servedoctor.launch.failure import diagnose_run
-from servedoctor.launch.probes import TokenProgress, chat, check_health, model_name, port_open
-from servedoctor.launch.process import ServerProcess, Teardown, describe_exit
+from servedoctor.launch.probes import check_health, model_name, port_open
+from servedoctor.launch.process import ServerProcess, Teardown, check_command, describe_exit
+from servedoctor.launch.record import add_result, probes_record, run_record
+from servedoctor.launch.requests import ProbeRequest, probe_message, start_request
 from servedoctor.launch.rundir import LOG_NAME, LogLine, LogPump, make_run_dir, write_run_json
 from servedoctor.launch.telemetry import GpuTelemetry
 from servedoctor.launch.timeline import Timeline
@@ -49,7 +47,7 @@ from servedoctor.launch.types import (
     SmokeResult,
 )
 from servedoctor.model import Diagnosis
-from servedoctor.redact import redact_argv, redact_env, redact_text
+from servedoctor.redact import redact_text
 
 EventSink = Callable[[LaunchEvent], None]
 
@@ -62,18 +60,6 @@ _FATAL_QUIET_S = 0.5
 _EXIT_SETTLE_S = 1.0  # after a request error, how long to wait for the process to die
 
 
-def check_command(argv: Sequence[str]) -> None:
-    """A usage error (exit 2) for an empty command or one that does not exist."""
-    if not argv:
-        raise UserError("no server command given: servedoctor launch [OPTIONS] -- CMD ...")
-    exe = argv[0]
-    if os.sep in exe:
-        if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
-            raise UserError(f"command not found or not executable: {exe}")
-    elif shutil.which(exe) is None:
-        raise UserError(f"command not found: {exe}")
-
-
 def launch(
     argv: Sequence[str], options: LaunchOptions, *, on_event: EventSink | None = None
 ) -> RunResult:
@@ -82,20 +68,6 @@ def launch(
     spec = engine_for_command(list(argv))
     endpoint = endpoint_for(spec, argv)
     return _Supervisor(list(argv), spec, endpoint, options, on_event).run()
-
-
-@dataclass
-class _Request:
-    kind: Literal["smoke", "liveness"]
-    started: float
-    timeout: float
-    progress: TokenProgress = field(default_factory=TokenProgress)
-    result: SmokeResult | None = None
-    thread: threading.Thread | None = None
-
-    @property
-    def done(self) -> bool:
-        return self.result is not None
 
 
 class _Supervisor:
@@ -242,7 +214,7 @@ class _Supervisor:
     def _watch(self) -> Failure | None:
         opt = self.opt
         stage: Literal["wait_ready", "smoke", "liveness", "after_failure"] = "wait_ready"
-        request: _Request | None = None
+        request: ProbeRequest | None = None
         pending: Failure | None = None
         next_probe = next_port = next_snapshot = next_gpu = 0.0
         fatal_at: float | None = None
@@ -312,24 +284,12 @@ class _Supervisor:
                         self._phase(request),
                     )
             if not request.done:
-                if mono - request.started > request.timeout + 2.0:
-                    request.result = SmokeResult(
-                        request.kind,
-                        False,
-                        None,
-                        request.progress.first_token_s,
-                        mono - request.started,
-                        request.progress.tokens,
-                        request.progress.text,
-                        f"no answer within {request.timeout:g} s",
-                        True,
-                        request.started - self.t0,
-                    )
-                else:
+                if not request.overdue(mono):
                     continue
+                request.result = request.unanswered(mono, t0=self.t0)
             result = request.result
             assert result is not None
-            self.emit("probe", _probe_message(result), result.to_dict())
+            self.emit("probe", probe_message(result), result.to_dict())
             if stage == "smoke":
                 self.smoke = result
             else:
@@ -348,7 +308,7 @@ class _Supervisor:
             pending = failure
             request, stage = self._start("liveness"), "after_failure"
 
-    def _settle_request(self, request: _Request | None, stage: str) -> None:
+    def _settle_request(self, request: ProbeRequest | None, stage: str) -> None:
         """The server died under a request: give it a moment to end, and record it."""
         if request is None or request.thread is None:
             return
@@ -370,32 +330,14 @@ class _Supervisor:
             self.last_activity = time.monotonic()
         return health.ok
 
-    def _start(self, kind: Literal["smoke", "liveness"]) -> _Request:
-        opt = self.opt
-        request = _Request(kind, time.monotonic(), opt.request_timeout)
-        max_tokens = opt.max_tokens if kind == "smoke" else min(opt.max_tokens, 4)
-
-        def work() -> None:
-            request.result = chat(
-                self.client,
-                self.endpoint,
-                kind=kind,
-                prompt=opt.prompt,
-                max_tokens=max_tokens,
-                timeout=opt.request_timeout,
-                model=self.model,
-                stream=kind == "smoke",
-                expect=opt.expect if kind == "smoke" else None,
-                progress=request.progress,
-                t0=self.t0,
-            )
-
-        request.thread = threading.Thread(target=work, name=f"servedoctor-{kind}", daemon=True)
-        request.thread.start()
+    def _start(self, kind: Literal["smoke", "liveness"]) -> ProbeRequest:
+        request = start_request(
+            self.client, self.endpoint, self.opt, kind, model=self.model, t0=self.t0
+        )
         self.emit("probe", f"{kind} request sent", {"kind": kind})
         return request
 
-    def _request_failure(self, request: _Request, result: SmokeResult) -> Failure:
+    def _request_failure(self, request: ProbeRequest, result: SmokeResult) -> Failure:
         phase = self._phase(request)
         what = f"{request.kind} request: {result.error}"
         deadline = time.monotonic() + _EXIT_SETTLE_S
@@ -440,7 +382,7 @@ class _Supervisor:
             line=number,
         )
 
-    def _phase(self, request: _Request | None) -> str:
+    def _phase(self, request: ProbeRequest | None) -> str:
         """The phase to blame: decode once a request has streamed a token."""
         failed_or_running = request is not None and (
             request.result is None or not request.result.ok
@@ -495,56 +437,38 @@ class _Supervisor:
         result: RunResult | None = None,
         teardown: Teardown | None = None,
     ) -> None:
-        opt = self.opt
-        record: dict[str, Any] = {
-            "schema": 1,
-            "servedoctor": __version__,
-            "outcome": outcome,
-            "engine": self.spec.name,
-            "command": redact_argv(self.argv),
-            "env_overrides": redact_env(dict(opt.env)),
-            "endpoint": self.endpoint.base_url,
-            "started_at": self.started_at,
-            "run_dir": str(self.run_dir),
-            "log": str(self.log_path),
-            "pid": getattr(getattr(self, "proc", None), "pid", None),
-            "options": {
-                "prompt": redact_text(opt.prompt),
-                "max_tokens": opt.max_tokens,
-                "request_timeout": opt.request_timeout,
-                "expect": opt.expect,
-                "keep_running": opt.keep_running,
-                "startup_timeout": opt.startup_timeout,
-                "stall_timeouts": dict(opt.stall_timeouts),
-            },
-            "warnings": list(self.warnings),
-            "phases": [p.to_dict() for p in self.timeline.spans(now=self.now())],
-        }
+        proc = getattr(self, "proc", None)
+        record = run_record(
+            outcome=outcome,
+            engine=self.spec.name,
+            argv=self.argv,
+            options=self.opt,
+            endpoint_url=self.endpoint.base_url,
+            started_at=self.started_at,
+            run_dir=self.run_dir,
+            log_path=self.log_path,
+            pid=None if proc is None else proc.pid,
+            warnings=self.warnings,
+            phases=self.timeline.spans(now=self.now()),
+        )
         if result is not None:
-            record.update(result.to_dict())
-            record["probes"] = {
-                "ready_at_s": None if self.ready_at is None else round(self.ready_at, 3),
-                "model": self.model,
-                "smoke": None if self.smoke is None else self.smoke.to_dict(),
-                "liveness": None if self.liveness is None else self.liveness.to_dict(),
-                "health_after_failure": self.health_after_failure,
-            }
-            record["progress"] = {
-                k: {"done": v.done, "total": v.total, "percent": v.percent}
-                for k, v in self.timeline.progress.items()
-            }
-            record["memory_gib"] = dict(self.timeline.memory_gib)
-            record["teardown"] = None if teardown is None else teardown.to_dict()
-            if result.kept_running:
-                record["stop_with"] = f"kill -TERM -- -{self.proc.pgid}"
+            probes = probes_record(
+                ready_at=self.ready_at,
+                model=self.model,
+                smoke=self.smoke,
+                liveness=self.liveness,
+                health_after_failure=self.health_after_failure,
+            )
+            stop_with = f"kill -TERM -- -{self.proc.pgid}" if result.kept_running else None
+            add_result(
+                record,
+                result,
+                timeline=self.timeline,
+                probes=probes,
+                teardown=teardown,
+                stop_with=stop_with,
+            )
         write_run_json(self.run_dir, record)
-
-
-def _probe_message(result: SmokeResult) -> str:
-    if result.ok:
-        ttft = "" if result.ttft_s is None else f", first token {result.ttft_s * 1000:.0f} ms"
-        return f"{result.kind} ok: {result.tokens} tokens in {result.latency_s or 0:.2f} s{ttft}"
-    return f"{result.kind} failed: {result.error}"
 
 
 @contextlib.contextmanager
