@@ -28,6 +28,7 @@ TARGETS: dict[str, tuple[list[str], list[str]]] = {
     "sm90a": (["arch=compute_90a,code=sm_90a"], []),
     "sm90_ptx": (["arch=compute_90,code=[sm_90,compute_90]"], []),
     "sm120": (["arch=compute_120,code=sm_120"], []),
+    "ptx80_plain": (["arch=compute_80,code=compute_80"], ["-Xfatbin", "--compress=false"]),
     "several": (
         [
             "arch=compute_80,code=sm_80",

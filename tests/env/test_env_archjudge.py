@@ -4,6 +4,7 @@ import pytest
 
 from servedoctor.env.arch import Arch, parse_arch
 from servedoctor.env.archjudge import judge_code, ptx_jits_on, sass_runs_on
+from servedoctor.env.ptx import cuda_for_ptx, driver_loads, parse_version
 from servedoctor.errors import UserError
 
 
@@ -83,3 +84,20 @@ def test_judge_prefers_exact_then_compatible_then_ptx() -> None:
     assert judge_code(sass, ptx, A("sm_120")) == "ptx_jit"
     assert judge_code(sass, (), A("sm_120")) == "none"
     assert judge_code((), (), A("sm_120")) == "no_device_code"
+
+
+@pytest.mark.parametrize(
+    ("isa", "cuda"),
+    [((7, 0), (11, 0)), ((8, 5), (12, 5)), ((8, 6), (12, 7)), ((8, 8), (12, 9)), ((9, 0), (13, 0))],
+)
+def test_ptx_isa_table(isa: tuple[int, int], cuda: tuple[int, int]) -> None:
+    assert cuda_for_ptx(isa) == cuda
+
+
+def test_ptx_isa_beyond_the_table() -> None:
+    assert cuda_for_ptx((9, 4)) == (13, 4)  # ISA 9.N ships with CUDA 13.N
+    assert not driver_loads((9, 4), (13, 1))
+    assert driver_loads((9, 4), (13, 4))
+    assert not driver_loads((10, 0), (13, 1))  # newer than every known ISA
+    assert driver_loads((8, 7), None) and driver_loads(None, (12, 0))  # unknown: allowed
+    assert parse_version("12.8") == (12, 8) and parse_version("n/a") is None

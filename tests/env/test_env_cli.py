@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cudalibs import TARGETS
 from typer.testing import CliRunner
 
 from servedoctor.cli import app
@@ -48,7 +49,27 @@ def test_archscan_directory_human(cuda_libs: dict[str, Path]) -> None:
     folder = cuda_libs["sm120"].parent
     result = runner.invoke(app, ["archscan", "--gpu", "sm_120", str(folder)])
     assert "libsm90a.so has sm_90a SASS and no PTX: no kernel for sm_120" in result.output
-    assert "5 files" in result.output
+    assert f"{len(TARGETS)} files" in result.output
+
+
+def test_archscan_judges_ptx_against_the_driver(cuda_libs: dict[str, Path]) -> None:
+    lib = str(cuda_libs["sm90_ptx"])
+    old = runner.invoke(
+        app, ["archscan", "--json", "--gpu", "sm_120", "--cuda-driver", "11.8", lib]
+    )
+    record = json.loads(old.output)
+    assert old.exit_code == 1
+    assert (record["how"], record["runnable"]) == ("ptx_too_new", False)
+    assert record["ptx_needs_cuda"] and record["ptx_isa"]
+    new = runner.invoke(
+        app, ["archscan", "--json", "--gpu", "sm_120", "--cuda-driver", "99.0", lib]
+    )
+    assert new.exit_code == 0 and json.loads(new.output)["how"] == "ptx_jit"
+    bad = _sd("archscan", "--gpu", "sm_120", "--cuda-driver", "new", lib)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == [
+        "servedoctor: --cuda-driver wants a CUDA version such as 12.8, not 'new'"
+    ]
 
 
 def test_archscan_without_gpu_has_no_runnable(tmp_path: Path) -> None:

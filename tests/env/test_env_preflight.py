@@ -153,8 +153,24 @@ def test_library_rules_name_the_package() -> None:
     fine = Judgement(
         "/site/torch/lib/libtorch_cuda.so", Arch(12, 0), "exact_sass", ("sm_120",), (), 9, 0
     )
-    owners = {none.file: "sgl-kernel", jit.file: "flash-attn", fine.file: "torch"}
-    facts = archscan_facts([none, jit, fine], owners)
+    too_new = Judgement(
+        "/site/sgl_kernel/flashmla.so",
+        Arch(12, 0),
+        "ptx_too_new",
+        ("sm_90a",),
+        ("compute_90",),
+        1,
+        1,
+        ptx_needs_cuda="12.8",
+        driver_cuda="12.4",
+    )
+    owners = {
+        none.file: "sgl-kernel",
+        jit.file: "flash-attn",
+        fine.file: "torch",
+        too_new.file: "sgl-kernel",
+    }
+    facts = archscan_facts([none, jit, fine, too_new], owners)
     assert facts[0] == (
         "no-kernel: sgl-kernel common_ops.abi3.so has sm_90a and sm_100a SASS and no PTX: "
         "no kernel for sm_120"
@@ -164,7 +180,12 @@ def test_library_rules_name_the_package() -> None:
         Change("package", "sgl-kernel", "a build with SASS or PTX for this GPU"),
     )
     assert fired["ARCH121"][0].name == "flash-attn"
-    assert len(facts) == 2
+    assert facts[2] == (
+        "ptx-too-new: sgl-kernel flashmla.so has sm_90a SASS and PTX compute_90: no SASS for "
+        "sm_120, and its PTX needs a CUDA 12.8 driver; this driver supports CUDA 12.4"
+    )
+    assert fired["ARCH122"][0].name == "sgl-kernel"
+    assert len(facts) == 3
 
 
 def test_every_preflight_rule_has_a_case() -> None:
@@ -177,6 +198,7 @@ def test_every_preflight_rule_has_a_case() -> None:
         "PRE006",
         "ARCH120",
         "ARCH121",
+        "ARCH122",
     }
     assert {r.id for r in RULES} == covered
     assert all(r.id.startswith(("PRE", "ARCH1")) for r in RULES)

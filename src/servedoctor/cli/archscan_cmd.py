@@ -13,6 +13,7 @@ from servedoctor.env.arch import Arch, parse_arch
 from servedoctor.env.archjudge import judge
 from servedoctor.env.fatbin import ScanResult, library_files, scan_file
 from servedoctor.env.fingerprint import probe_nvml
+from servedoctor.env.ptx import Version, parse_version
 from servedoctor.env.stack import stack_libraries
 from servedoctor.errors import UserError
 
@@ -32,9 +33,17 @@ def _targets(paths: list[Path]) -> list[Path]:
     return found
 
 
-def _detected_gpu() -> Arch | None:
-    gpus, _, _ = probe_nvml([])
-    return parse_arch(gpus[0].arch) if gpus else None
+def _detected() -> tuple[Arch | None, Version | None]:
+    """This machine's first GPU and the CUDA version its driver supports, through NVML."""
+    gpus, _, cuda_driver = probe_nvml([])
+    return (parse_arch(gpus[0].arch) if gpus else None), parse_version(cuda_driver)
+
+
+def _cuda_version(text: str) -> Version:
+    version = parse_version(text)
+    if version is None:
+        raise UserError(f"--cuda-driver wants a CUDA version such as 12.8, not {text!r}")
+    return version
 
 
 def _line(result: ScanResult) -> str:
@@ -49,10 +58,18 @@ def _line(result: ScanResult) -> str:
 def archscan_command(
     paths: list[Path] = typer.Argument(None, help="Libraries or directories (default: the stack)."),
     gpu: str = typer.Option(None, "--gpu", help="Judge for this arch (sm_XY), present or not."),
+    cuda_driver: str = typer.Option(
+        None,
+        "--cuda-driver",
+        help="The CUDA version the driver supports (e.g. 12.8), to judge PTX JIT "
+        "(default: this machine's driver, when NVML answers).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per file."),
 ) -> None:
     """List the SASS archs and PTX versions compiled libraries carry; judge them for a GPU."""
-    target = parse_arch(gpu) if gpu else _detected_gpu()
+    detected_gpu, detected_driver = _detected()
+    target = parse_arch(gpu) if gpu else detected_gpu
+    driver = _cuda_version(cuda_driver) if cuda_driver else detected_driver
     files = _targets(list(paths or []))
     started = time.perf_counter()
     not_runnable = 0
@@ -60,13 +77,17 @@ def archscan_command(
     for path in files:
         result = scan_file(path)
         scanned += path.stat().st_size if path.is_file() else 0
-        judgement = judge(result, target) if target and not result.error else None
+        judgement = (
+            judge(result, target, driver_cuda=driver) if target and not result.error else None
+        )
         if judgement and not judgement.runnable:
             not_runnable += 1
         if as_json:
             record = result.to_dict()
             if judgement:
                 record.update(runnable=judgement.runnable, how=judgement.how)
+                if judgement.ptx_needs_cuda:
+                    record.update(ptx_needs_cuda=judgement.ptx_needs_cuda)
             out.print(json.dumps(record), markup=False, highlight=False, soft_wrap=True)
             continue
         out.print(_line(result), markup=False, highlight=False, soft_wrap=True)

@@ -20,6 +20,9 @@ The rules are CUDA's own:
   https://developer.nvidia.com/blog/nvidia-blackwell-and-nvidia-cuda-12-9-introduce-family-specific-architecture-features).
 
 The driver prefers SASS for the device's own arch, then compatible SASS, then JIT from PTX.
+It JIT-compiles only PTX whose ISA version its CUDA release knows (``env/ptx.py``): a library
+whose only route to the GPU is newer PTX is judged ``ptx_too_new`` — it fails at first launch
+with "the provided PTX was compiled with an unsupported toolchain".
 """
 
 from __future__ import annotations
@@ -28,9 +31,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from servedoctor.env.arch import Arch
-from servedoctor.env.fatbin import Fatbin, ScanResult
+from servedoctor.env.fatbin import Fatbin, FatbinEntry, ScanResult
+from servedoctor.env.ptx import Version, cuda_for_ptx, driver_loads, format_version
 
-How = Literal["exact_sass", "compatible_sass", "ptx_jit", "none", "no_device_code"]
+How = Literal["exact_sass", "compatible_sass", "ptx_jit", "ptx_too_new", "none", "no_device_code"]
+#: The judgements under which the GPU cannot run the library's kernels.
+NOT_RUNNABLE: frozenset[How] = frozenset({"none", "ptx_too_new"})
 
 
 def sass_runs_on(code: Arch, gpu: Arch) -> bool:
@@ -76,10 +82,13 @@ class Judgement:
     ptx: tuple[str, ...]
     modules: int
     modules_without_code: int
+    #: with ``ptx_too_new``: the CUDA version the PTX needs, and the driver's
+    ptx_needs_cuda: str | None = None
+    driver_cuda: str | None = None
 
     @property
     def runnable(self) -> bool:
-        return self.how != "none"
+        return self.how not in NOT_RUNNABLE
 
     @property
     def message(self) -> str:
@@ -88,6 +97,12 @@ class Judgement:
         gpu = self.gpu.sm
         if self.how == "none":
             return f"{name} has {carries}: no kernel for {gpu}"
+        if self.how == "ptx_too_new":
+            needs = f"a CUDA {self.ptx_needs_cuda}" if self.ptx_needs_cuda else "a newer"
+            return (
+                f"{name} has {carries}: no SASS for {gpu}, and its PTX needs {needs} "
+                f"driver; this driver supports CUDA {self.driver_cuda}"
+            )
         if self.how == "ptx_jit":
             return f"{name} has {carries}: no SASS for {gpu}, the driver must JIT its PTX"
         if self.how == "compatible_sass":
@@ -106,6 +121,8 @@ class Judgement:
             "gpu": self.gpu.sm,
             "modules": self.modules,
             "modules_without_code": self.modules_without_code,
+            "ptx_needs_cuda": self.ptx_needs_cuda,
+            "driver_cuda": self.driver_cuda,
         }
 
 
@@ -122,24 +139,37 @@ def _join(items: tuple[str, ...]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def _module_how(fatbin: Fatbin, gpu: Arch) -> How:
-    return judge_code(fatbin.sass, fatbin.ptx, gpu)
+def _judge_entries(
+    entries: list[FatbinEntry], gpu: Arch, driver_cuda: Version | None
+) -> tuple[How, Version | None]:
+    """How ``gpu`` runs these entries under this driver; with ``ptx_too_new``, the CUDA
+    version the PTX that would otherwise JIT needs."""
+    sass = tuple(e.arch for e in entries if e.kind == "sass")
+    ptx = [e for e in entries if e.kind == "ptx"]
+    loadable = tuple(e.arch for e in ptx if driver_loads(e.ptx_isa, driver_cuda))
+    how = judge_code(sass, loadable, gpu)
+    if how != "none":
+        return how, None
+    blocked = [e for e in ptx if ptx_jits_on(e.arch, gpu.base) and e.ptx_isa is not None]
+    if not blocked:
+        return how, None
+    needed = [cuda_for_ptx(e.ptx_isa) for e in blocked if e.ptx_isa is not None]
+    known = [n for n in needed if n is not None]
+    return "ptx_too_new", min(known) if known else None
 
 
-def judge(scan: ScanResult, gpu: Arch) -> Judgement:
+def judge(scan: ScanResult, gpu: Arch, *, driver_cuda: Version | None = None) -> Judgement:
     """Judge a whole library: the union of its modules decides, as cuobjdump lists it.
 
     A library is loaded module by module as its kernels launch, so one module without code
     for the GPU does not stop the others; those are counted in ``modules_without_code``.
+    ``driver_cuda`` (the CUDA version the driver supports, e.g. (12, 8)) rules out PTX too
+    new for it; unknown, every PTX counts.
     """
     entries = [e for e in scan.entries if e.kind in ("sass", "ptx")]
-    how = judge_code(
-        tuple(e.arch for e in entries if e.kind == "sass"),
-        tuple(e.arch for e in entries if e.kind == "ptx"),
-        gpu,
-    )
+    how, needs = _judge_entries(entries, gpu, driver_cuda)
     modules = [fb for fb in scan.fatbins if fb.sass or fb.ptx]
-    without = sum(1 for fb in modules if _module_how(fb, gpu) == "none")
+    without = sum(1 for fb in modules if _module_how(fb, gpu, driver_cuda) in NOT_RUNNABLE)
     return Judgement(
         file=scan.file,
         gpu=gpu.base,
@@ -148,4 +178,11 @@ def judge(scan: ScanResult, gpu: Arch) -> Judgement:
         ptx=tuple(scan.ptx),
         modules=len(modules),
         modules_without_code=without,
+        ptx_needs_cuda=None if needs is None else format_version(needs),
+        driver_cuda=None if driver_cuda is None else format_version(driver_cuda),
     )
+
+
+def _module_how(fatbin: Fatbin, gpu: Arch, driver_cuda: Version | None) -> How:
+    entries = [e for e in fatbin.entries if e.kind in ("sass", "ptx")]
+    return _judge_entries(entries, gpu, driver_cuda)[0]

@@ -110,6 +110,12 @@ class ScanResult:
         return _sorted_names(e for e in self.entries if e.kind == "ptx")
 
     @property
+    def ptx_isa(self) -> list[str]:
+        """The PTX ISA versions of the PTX entries, e.g. ``["8.7"]``."""
+        found = {e.ptx_isa for e in self.entries if e.kind == "ptx" and e.ptx_isa is not None}
+        return [f"{major}.{minor}" for major, minor in sorted(found)]
+
+    @property
     def compressed(self) -> int:
         return sum(1 for e in self.entries if e.compressed)
 
@@ -119,6 +125,8 @@ class ScanResult:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"file": self.file, "sass": self.sass, "ptx": self.ptx}
+        if self.ptx_isa:
+            out["ptx_isa"] = self.ptx_isa
         if self.error:
             out["error"] = self.error
         return out

@@ -18,6 +18,7 @@ from servedoctor.env.arch import Arch
 from servedoctor.env.archjudge import Judgement, judge
 from servedoctor.env.fatbin import scan_file
 from servedoctor.env.fingerprint import Fingerprint
+from servedoctor.env.ptx import Version, parse_version
 from servedoctor.env.stack import stack_libraries
 from servedoctor.env.versions import (
     archscan_facts,
@@ -247,7 +248,9 @@ class PreflightReport:
         }
 
 
-def scan_stack(gpu: Arch) -> tuple[list[Judgement], dict[str, str]]:
+def scan_stack(
+    gpu: Arch, *, driver_cuda: Version | None = None
+) -> tuple[list[Judgement], dict[str, str]]:
     """Scan and judge the compiled libraries of the installed stack packages."""
     judgements: list[Judgement] = []
     owners: dict[str, str] = {}
@@ -257,7 +260,7 @@ def scan_stack(gpu: Arch) -> tuple[list[Judgement], dict[str, str]]:
             if result.error or not result.has_device_code:
                 continue
             owners[result.file] = package
-            judgements.append(judge(result, gpu))
+            judgements.append(judge(result, gpu, driver_cuda=driver_cuda))
     return judgements, owners
 
 
@@ -283,7 +286,8 @@ def run_preflight(
     else:
         facts += torch_arch_facts(fingerprint, gpu)
         if scan:
-            judgements, owners = scan_stack(gpu)
+            driver_cuda = parse_version(fingerprint.cuda_driver)
+            judgements, owners = scan_stack(gpu, driver_cuda=driver_cuda)
             facts += archscan_facts(judgements, owners)
     torch_version = fingerprint.torch.version if fingerprint.torch else None
     facts += torch_pin_facts(torch_version, torch_requirements())

@@ -73,13 +73,16 @@ def torch_arch_facts(fp: Fingerprint, gpu: Arch) -> list[str]:
 
 
 def archscan_facts(judgements: list[Judgement], packages: dict[str, str]) -> list[str]:
-    """One fact per library that the GPU cannot run, or can run only through JIT."""
+    """One fact per library that the GPU cannot run (no code, or PTX too new for the driver),
+    or can run only through JIT."""
     facts: list[str] = []
     for j in judgements:
         owner = packages.get(j.file, "")
         prefix = f"{owner} " if owner else ""
         if j.how == "none":
             facts.append(f"no-kernel: {prefix}{j.message}")
+        elif j.how == "ptx_too_new":
+            facts.append(f"ptx-too-new: {prefix}{j.message}")
         elif j.how == "ptx_jit":
             facts.append(f"ptx-jit-only: {prefix}{j.message}")
     return facts
