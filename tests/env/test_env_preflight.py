@@ -99,7 +99,13 @@ def test_flag_rule(rule_id: str) -> None:
 
 
 def _facts_fire(facts: list[str], gpu: str = "sm_90") -> dict[str, tuple[Change, ...]]:
-    risks = evaluate(RULES, facts=facts, command=scan_command([]), engine=None, gpu=parse_arch(gpu))
+    risks = evaluate(
+        RULES,
+        facts=facts,
+        command=scan_command(["vllm", "serve", "m"]),
+        engine=None,
+        gpu=parse_arch(gpu),
+    )
     return {r.rule: r.changes for r in risks}
 
 
@@ -222,16 +228,26 @@ def test_scan_command() -> None:
         ],
         {"B": "2"},
     )
-    assert cmd.flags == {
-        "--port": "8000",
-        "-tp": "2",
-        "--enforce-eager": None,
-        "--temperature": "-1.5",
-        "--trust-remote-code": None,
-    }
+    assert cmd.command.engine == "vllm"
+    assert cmd.get("--port") == (True, "8000")
+    assert cmd.get("--tensor-parallel-size") == (True, "2")  # the -tp alias, from vLLM's table
+    assert cmd.get("--temperature") == (True, "-1.5")  # a negative number is a value
+    assert cmd.get("--enforce_eager") == (True, "true")
+    assert cmd.enabled("--trust-remote-code") and not cmd.enabled("--enable-lora")
     assert cmd.get("A") == (True, "1") and cmd.get("B") == (True, "2")
-    assert cmd.get("--enforce_eager") == (True, None)
     assert cmd.get("--missing") == (False, None)
+
+
+def test_flag_rules_see_aliases_docker_env_and_negation() -> None:
+    docker = scan_command(
+        ["docker", "run", "--gpus", "all", "-e", "VLLM_USE_DEEP_GEMM=1", "vllm/vllm-openai", "m"],
+        {"VLLM_USE_DEEP_GEMM": "0"},
+    )
+    assert docker.get("VLLM_USE_DEEP_GEMM") == (True, "1")  # the command's own -e wins
+    sglang = scan_command(["python", "-m", "sglang.launch_server", "--kv_cache_dtype", "fp8_e5m2"])
+    assert sglang.get("--kv-cache-dtype") == (True, "fp8_e5m2")
+    negated = scan_command(["vllm", "serve", "m", "--no-trust-remote-code"])
+    assert not negated.enabled("--trust-remote-code")
 
 
 def _report(tmp_path: Path, argv: list[str], config: dict | None = None):  # type: ignore[no-untyped-def, type-arg]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from servedoctor.engines import engine_for_command
+from servedoctor.engines.command import ServerCommand, parse_command
 from servedoctor.env.arch import Arch
 from servedoctor.env.archjudge import Judgement, judge
 from servedoctor.env.fatbin import scan_file
@@ -37,7 +37,6 @@ from servedoctor.redact import redact_argv, redact_text
 
 BLOCKING_PRIORITY = 80
 Severity = Literal["blocking", "warning"]
-_ENV_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 
 # --- the command's flags ----------------------------------------------------------------
@@ -45,59 +44,32 @@ _ENV_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 @dataclass(frozen=True, slots=True)
 class CommandFlags:
-    """A small argv scan (``--flag value`` / ``--flag=value``) and leading ``VAR=value``s.
+    """What a preflight rule's ``when.flags`` asks of a command: its flags, read through the
+    engine's flag table (aliases and ``--no-x`` forms resolved), and its environment (the
+    command's own ``VAR=value`` / ``docker -e`` settings over the caller's)."""
 
-    Stand-in until ``servedoctor.engines.command`` lands; only the values rules ask for.
-    """
-
-    flags: dict[str, str | None]
-    env: dict[str, str]
+    command: ServerCommand
+    environ: Mapping[str, str] = field(default_factory=dict)
 
     def get(self, name: str) -> tuple[bool, str | None]:
-        """(is it set, its value): flags by ``--name`` (dashes = underscores), env otherwise."""
+        """(is it set, its value): a flag by ``--name`` (any alias), an env var otherwise.
+        A boolean flag that is present reads ``"true"`` (``"false"`` for ``--no-name``)."""
         if name.startswith("-"):
-            key = _flag_key(name)
-            return (key in self.flags, self.flags.get(key))
-        if name in self.env:
-            return True, self.env[name]
+            value = self.command.get(name)
+            return value is not None, value
+        for env in (self.command.env, self.environ):
+            if name in env:
+                return True, env[name]
         return False, None
 
-
-def _flag_key(name: str) -> str:
-    return name.replace("_", "-") if name.startswith("--") else name
+    def enabled(self, name: str) -> bool:
+        """A boolean flag that is set and not negated."""
+        present, value = self.get(name)
+        return present and value not in ("false", "0")
 
 
 def scan_command(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> CommandFlags:
-    args = list(argv)
-    env = dict(environ or {})
-    if args and args[0] == "env":
-        args = args[1:]
-    while args and (m := _ENV_ASSIGN.match(args[0])):
-        env[m.group(1)] = m.group(2)
-        args = args[1:]
-    flags: dict[str, str | None] = {}
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg.startswith("-") and len(arg) > 1 and not _is_number(arg):
-            if "=" in arg:
-                name, _, value = arg.partition("=")
-                flags[_flag_key(name)] = value
-            elif i + 1 < len(args) and (not args[i + 1].startswith("-") or _is_number(args[i + 1])):
-                flags[_flag_key(arg)] = args[i + 1]
-                i += 1
-            else:
-                flags[_flag_key(arg)] = None
-        i += 1
-    return CommandFlags(flags=flags, env=env)
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+    return CommandFlags(parse_command(list(argv)), dict(environ or {}))
 
 
 # --- risks ------------------------------------------------------------------------------
@@ -278,7 +250,7 @@ def run_preflight(
     notes = list(fingerprint.notes)
     gpu = gpu or fingerprint.gpu_arch
     command = scan_command(argv, os.environ if environ is None else environ)
-    engine = engine_for_command(list(argv)).name
+    engine = command.command.engine
     facts: list[str] = driver_facts(fingerprint)
     judgements: list[Judgement] = []
     if gpu is None:
@@ -293,7 +265,7 @@ def run_preflight(
     facts += torch_pin_facts(torch_version, torch_requirements())
     if model is not None:
         config = read_model_config(model)
-        trust, _ = command.get("--trust-remote-code")
+        trust = command.enabled("--trust-remote-code")
         facts += model_facts(config, known=transformers_model_types(), trust_remote_code=trust)
     all_rules = rules if rules is not None else default_registry().area("preflight")
     risks = evaluate(all_rules, facts=facts, command=command, engine=engine, gpu=gpu)
