@@ -56,6 +56,17 @@ if [ -n "$NV" ] && [ -d "$NV" ] && [ "$SECONDS" -lt 200 ]; then
   tail -n 1 "$OUT/compare_nvidia.txt" >>"$OUT/summary.txt"
 fi
 
+# 4b. The PTX ISA versions read from fatbin headers against the PTX text's .version lines,
+#     and the judgement of PTX against this machine's driver (ptx_too_new when older).
+note "PTX ISA: archscan vs cuobjdump -ptx, torch"
+$PY scripts/device/ptx_isa_vs_cuobjdump.py "$TORCH_LIB" --jobs 12 --timeout 150 | tee "$OUT/ptx_isa_torch.txt" | tail -n 12
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+tail -n 1 "$OUT/ptx_isa_torch.txt" >>"$OUT/summary.txt"
+# sm_130: a GPU newer than every SASS torch carries, so only its PTX can serve it
+note "archscan --gpu sm_130 (this driver), then --cuda-driver 12.0"
+"${SD[@]}" archscan --gpu sm_130 "$TORCH_LIB" | grep -E "^  (ptx_jit|ptx_too_new)" | head -n 2 | tee -a "$OUT/summary.txt"
+"${SD[@]}" archscan --gpu sm_130 --cuda-driver 12.0 "$TORCH_LIB" | grep -E "^  ptx_too_new" | head -n 2 | tee -a "$OUT/summary.txt"
+
 # 5. The nvcc-built test libraries (sm_80, sm_90a, sm_90+PTX, sm_120, several compressed):
 #    scan, judgement for sm_80...sm_121, and cuobjdump agreement (not skipped here).
 note "pytest tests/env (nvcc + cuobjdump)"
