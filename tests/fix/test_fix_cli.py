@@ -16,7 +16,7 @@ from servedoctor.experiments.trial import LaunchReport
 from servedoctor.findings.store import FindingsStore
 from servedoctor.model import REMOVE
 
-CMD = ["python", "-m", "sglang.launch_server", "--model-path", "/m", "--tp-size", "2",
+CMD = [sys.executable, "-m", "sglang.launch_server", "--model-path", "/m", "--tp-size", "2",
        "--enable-torch-compile", "--attention-backend", "flashinfer"]  # fmt: skip
 
 
@@ -98,3 +98,30 @@ def test_resume_with_nothing_to_resume_is_one_line_and_exit_2(tmp_path: Path) ->
     )  # fmt: skip
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "nothing to resume" in r.stderr
+
+
+def test_fix_of_a_command_that_does_not_exist_is_exit_2_and_stores_nothing(tmp_path: Path) -> None:
+    store = tmp_path / "f.db"
+    argv = ["fix", "--store", str(store), "--", "no-such-server-xyz", "--port", "1"]
+    done = subprocess.run(
+        [sys.executable, "-m", "servedoctor", *argv], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == "servedoctor: command not found: no-such-server-xyz"
+    assert FindingsStore.open(store).runs() == []
+
+
+def test_findings_of_a_store_that_does_not_exist_is_exit_2_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    missing = tmp_path / "no" / "such.db"
+    for verb in (["findings"], ["findings", "export"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "servedoctor", *verb, "--store", str(missing)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2
+        assert done.stderr.strip() == f"servedoctor: no findings store at {missing}"
+    assert not missing.parent.exists()

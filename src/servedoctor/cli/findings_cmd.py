@@ -8,8 +8,9 @@ from pathlib import Path
 import typer
 
 from servedoctor.cli.app import app, out
+from servedoctor.errors import UserError
 from servedoctor.findings.export import render_markdown
-from servedoctor.findings.store import FindingsStore
+from servedoctor.findings.store import FindingsStore, store_path
 
 findings_app = typer.Typer(
     help="List what fix sessions tried and found (the findings store).",
@@ -19,6 +20,15 @@ findings_app = typer.Typer(
 app.add_typer(findings_app, name="findings")
 
 _STORE = typer.Option(None, "--store", help="findings store: a path (SQLite) or a SQLAlchemy URL")
+
+
+def _existing(store: str | None) -> FindingsStore | None:
+    """The store to read; a ``--store`` file that does not exist is a usage error (a typo
+    should not read as "no findings"), the default one just has nothing yet."""
+    fs = FindingsStore.open_existing(store)
+    if fs is None and store:
+        raise UserError(f"no findings store at {store}")
+    return fs
 
 
 @findings_app.callback()
@@ -31,14 +41,15 @@ def findings_list(
     """List fix sessions, newest first: what failed and what fixed it."""
     if ctx.invoked_subcommand is not None:
         return
-    fs = FindingsStore.open(store)
-    runs = fs.runs(limit=limit)
+    fs = _existing(store)
+    runs = fs.runs(limit=limit) if fs is not None else []
     if json_out:
         for run in runs:
             out.print(json.dumps(run.to_dict()), highlight=False, soft_wrap=True)
         return
     if not runs:
-        out.print(f"no findings yet in {fs.url}", highlight=False)
+        where = fs.url if fs is not None else str(store_path(store))
+        out.print(f"no findings yet in {where}", highlight=False)
         return
     for run in runs:
         failed = f"{run.error_class or '?'}/{run.phase or '?'}" if run.error_class else "-"
@@ -59,8 +70,9 @@ def findings_export(
     limit: int | None = typer.Option(None, "--limit", min=1),
 ) -> None:
     """Write the findings as Markdown: what failed, on which fingerprint, what fixed it."""
-    fs = FindingsStore.open(store)
-    text = render_markdown(fs.runs(limit=limit), store=fs.url)
+    fs = _existing(store)
+    runs = fs.runs(limit=limit) if fs is not None else []
+    text = render_markdown(runs, store=fs.url if fs is not None else str(store_path(store)))
     if output is None:
         out.print(text, highlight=False, markup=False, soft_wrap=True, end="")
     else:

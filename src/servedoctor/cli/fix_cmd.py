@@ -21,6 +21,7 @@ from servedoctor.experiments.planner import FixResult, PlanEvent, Planner
 from servedoctor.experiments.runner import TrialRunner
 from servedoctor.experiments.trial import Trial
 from servedoctor.findings.store import FindingsStore, StoredRun
+from servedoctor.launch.process import check_command
 from servedoctor.model import Change
 from servedoctor.redact import MASK, redact_argv
 
@@ -198,6 +199,7 @@ def fix(
         session_id = target.id
         fs.reopen(session_id)
     cmd = parse(argv)
+    check_command(cmd.render())  # a command that does not exist is a usage error, not a trial
     fingerprint = current_fingerprint(cmd.engine)
     launcher = supervised_launcher(options)
     if not resume:

@@ -58,7 +58,7 @@ def card_commands(path: Path) -> list[CardCommand]:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
-        raise UserError(f"cannot read model card {path}: {exc}") from None
+        raise UserError(f"cannot read model card {path}: {exc.strerror or exc}") from None
     found: list[CardCommand] = []
     for block in _FENCE.finditer(text):
         body = block.group(3)

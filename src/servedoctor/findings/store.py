@@ -42,7 +42,14 @@ from servedoctor.findings.schema import (
 )
 from servedoctor.model import Change
 
-__all__ = ["FindingsStore", "StoredRun", "default_store_path", "fingerprint_key", "store_url"]
+__all__ = [
+    "FindingsStore",
+    "StoredRun",
+    "default_store_path",
+    "fingerprint_key",
+    "store_path",
+    "store_url",
+]
 
 SUCCESS_VERDICTS = ("fixed", "needed")
 
@@ -52,12 +59,20 @@ def default_store_path() -> Path:
     return Path(base) / "servedoctor" / "findings.db"
 
 
-def store_url(store: str | Path | None) -> str:
-    """A SQLAlchemy URL for ``--store``: a URL as given, a path as a SQLite file."""
+def store_path(store: str | Path | None) -> Path | None:
+    """The SQLite file ``--store`` names (or the default one); None for a database URL."""
     raw = str(store) if store else os.environ.get("SERVEDOCTOR_STORE", "")
     if "://" in raw:
-        return raw
-    path = Path(raw).expanduser() if raw else default_store_path()
+        return None
+    return Path(raw).expanduser() if raw else default_store_path()
+
+
+def store_url(store: str | Path | None) -> str:
+    """A SQLAlchemy URL for ``--store``: a URL as given, a path as a SQLite file (its folder
+    is created: this is for writers)."""
+    path = store_path(store)
+    if path is None:
+        return str(store) if store else os.environ["SERVEDOCTOR_STORE"]
     path.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{path.resolve()}"
 
@@ -121,6 +136,14 @@ class FindingsStore:
     @classmethod
     def open(cls, store: str | Path | None = None) -> FindingsStore:
         return cls(store_url(store))
+
+    @classmethod
+    def open_existing(cls, store: str | Path | None = None) -> FindingsStore | None:
+        """For readers: None when the SQLite file does not exist (nothing is created)."""
+        path = store_path(store)
+        if path is not None and not path.is_file():
+            return None
+        return cls.open(store)
 
     def close(self) -> None:
         self.engine.dispose()
