@@ -147,3 +147,21 @@ def test_native_cpp_backtrace_is_a_stack() -> None:
     )
     (stack,) = only(events_of(text), "stack")
     assert stack.frames[0].func.startswith("tensorrt_llm::plugins::Creator::deserializePlugin")
+
+
+def test_blank_lines_between_frames_do_not_split_a_traceback() -> None:
+    # text-generation-inference relays a shard's stderr with a blank line after each line
+    text = (
+        "ERROR shard-manager: text_generation_launcher: Shard complete standard error output:\n\n"
+        "Traceback (most recent call last):\n\n"
+        '  File "/opt/conda/bin/text-generation-server", line 8, in <module>\n'
+        "    sys.exit(app())\n\n"
+        '  File "/x/text_generation_server/server.py", line 201, in serve_inner\n'
+        "    model = get_model(\n\n"
+        '  File "/x/text_generation_server/models/__init__.py", line 648, in get_model\n'
+        '    raise ValueError(f"Unsupported model type {model_type}")\n\n'
+        "ValueError: Unsupported model type phi3\n"
+    )
+    (tb,) = only(events_of(text), "traceback")
+    assert [f.func for f in tb.frames] == ["<module>", "serve_inner", "get_model"]
+    assert tb.fields["exc_type"] == "ValueError" and tb.fields["truncated"] is False

@@ -86,3 +86,27 @@ def test_rank_prefixed_exception_line_after_its_frame_is_the_error() -> None:
         " of tokens that can be stored in KV cache (58384).\n"
     )
     assert diagnose_text(text).error_class == "kv_cache_capacity"
+
+
+def test_tgi_router_span_names_the_step() -> None:
+    line = (
+        "2023-12-22T00:21:35.318928Z ERROR batch{{batch_size=1}}:{step}:{step}{{id=1 size=1}}: "
+        "text_generation_client: router/client/src/lib.rs:33: Server error: CUDA out of memory. "
+        "Tried to allocate 222.00 MiB. GPU 0 has a total capacty of 39.39 GiB of which 217.94 MiB "
+        "is free.\n"
+    )
+    for step in ("prefill", "decode"):
+        d = diagnose_text(line.format(step=step), engine="tgi")
+        assert (d.error_class, d.phase) == ("cuda_oom", step)
+
+
+def test_weights_that_do_not_fit_the_model_fail_in_load() -> None:
+    text = (
+        "(EngineCore_DP0 pid=5) ERROR 11-12 13:42:18 [core.py:708] ValueError: There is no "
+        "module or parameter named 'mlp_AR' in TransformersForCausalLM\n"
+        "(EngineCore_DP0 pid=5) Traceback (most recent call last):\n"
+        '(EngineCore_DP0 pid=5)   File "/x/vllm/v1/engine/core.py", line 699, in run_engine_core\n'
+        "(EngineCore_DP0 pid=5)     engine_core = EngineCoreProc(*args, **kwargs)\n"
+    )
+    d = diagnose_text(text, engine="vllm")
+    assert (d.error_class, d.phase, d.component) == ("model_unsupported", "load", "model")

@@ -7,7 +7,8 @@ import re
 import pytest
 
 from servedoctor.diagnose import diagnose_text
-from servedoctor.knowledge.registry import default_registry, load_rules
+from servedoctor.errors import UserError
+from servedoctor.knowledge.registry import RuleFileError, default_registry, load_rules
 from servedoctor.knowledge.schema import Rule
 
 RULES = list(default_registry())
@@ -57,3 +58,10 @@ def test_bad_rule_is_rejected_with_its_file(tmp_path) -> None:  # type: ignore[n
     )
     with pytest.raises(ValueError, match=r"bad\.yaml"):
         load_rules(tmp_path)
+
+
+def test_unparsable_rule_file_is_one_user_error_naming_the_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "broken.yaml").write_text("id: X001\nmatch: ['a'\nwhat: [unclosed\n")
+    with pytest.raises(RuleFileError, match=r"broken\.yaml: not readable YAML") as info:
+        load_rules(tmp_path)
+    assert isinstance(info.value, UserError) and "\n" not in str(info.value)

@@ -127,6 +127,26 @@ def diagnose_stream(
     )
 
 
+def _phase_default(root: Hit | None, classifiers: list[Hit]) -> str | None:
+    """The phase to assume when frames, words and markers say nothing: the root rule's
+    default, else the label of another rule of the same class that fired with it (a rule
+    that knows the context, e.g. torch.compile around a Triton launcher build failure)."""
+    if root is None:
+        return None
+    if root.rule.labels.phase_default:
+        return root.rule.labels.phase_default
+    same = [
+        h
+        for h in classifiers
+        if h is not root and h.rule.labels.error_class == root.rule.labels.error_class
+    ]
+    for hit in sorted(same, key=lambda h: -h.rule.priority):
+        labels = hit.rule.labels
+        if labels.phase or labels.phase_default:
+            return labels.phase or labels.phase_default
+    return None
+
+
 def _root_failure(obs: Observations) -> Event | None:
     """The first failure that is not a consequence (NCCL timeouts follow other failures)."""
     failures = obs.failures
@@ -207,7 +227,7 @@ def diagnose_observations(
         rule_component=labels.component if labels else None,
         rule_culprit=labels.culprit if labels else None,
         phase_hint=phase_hint,
-        phase_default=labels.phase_default if labels else None,
+        phase_default=_phase_default(root_hit, classifiers),
     )
     context_hits = match_rules(
         rules, obs, arch=arch, error_class=error_class, phase=loc.phase, contextual=True

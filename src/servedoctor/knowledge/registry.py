@@ -7,12 +7,19 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import yaml
 from pydantic import ValidationError
 
 from servedoctor.datafile import load_yaml
+from servedoctor.errors import UserError
 from servedoctor.knowledge.schema import Rule
 
 RULES_DIR = Path(__file__).parent / "rules"
+
+
+class RuleFileError(UserError, ValueError):
+    """A rule file that does not parse, does not fit the schema, or reuses an id: the CLI
+    names the file in one line (exit 2) instead of a traceback."""
 
 
 @dataclass(frozen=True)
@@ -35,14 +42,21 @@ class Registry:
 
 
 def _load_file(path: Path) -> list[Rule]:
-    raw = load_yaml(path)
+    try:
+        raw = load_yaml(path)
+    except (OSError, yaml.YAMLError) as exc:
+        raise RuleFileError(f"{path}: not readable YAML: {' '.join(str(exc).split())}") from exc
     docs = raw if isinstance(raw, list) else [raw]
     rules = []
     for doc in docs:
         try:
             rules.append(Rule.model_validate(doc))
         except ValidationError as exc:
-            raise ValueError(f"{path}: {exc}") from exc
+            where = doc.get("id", "?") if isinstance(doc, dict) else "?"
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'rule'}: {e['msg']}" for e in exc.errors()
+            )
+            raise RuleFileError(f"{path}: rule {where}: {problems}") from exc
     return rules
 
 
@@ -54,7 +68,9 @@ def load_rules(directory: Path | None = None) -> Registry:
     for path in sorted(root.rglob("*.yaml")):
         for rule in _load_file(path):
             if rule.id in sources:
-                raise ValueError(f"rule id {rule.id} defined twice: {sources[rule.id]} and {path}")
+                raise RuleFileError(
+                    f"rule id {rule.id} defined twice: {sources[rule.id]} and {path}"
+                )
             sources[rule.id] = path
             rules.append(rule)
     return Registry(rules=tuple(rules), sources=sources)

@@ -208,8 +208,10 @@ class EventExtractor:
                 tb.last = line.number
                 return True
             if stripped in ("...", "") and line.number - tb.last <= 1:
+                # TGI relays a shard's stderr with a blank line after every line: a blank
+                # line inside the frames does not end the traceback
                 tb.last = line.number
-                return stripped == "..."
+                return True
             m = EXC.match(stripped)
             if m and not stripped.startswith("Traceback"):
                 tb.exc_type = m.group("type")
