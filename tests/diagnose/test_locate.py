@@ -110,3 +110,16 @@ def test_weights_that_do_not_fit_the_model_fail_in_load() -> None:
     )
     d = diagnose_text(text, engine="vllm")
     assert (d.error_class, d.phase, d.component) == ("model_unsupported", "load", "model")
+
+
+def test_a_truncated_stack_is_read_one_call_further() -> None:
+    text = (
+        "RuntimeError: Triton Error [CUDA]: device-side assert triggered\n"
+        "[2025-11-05 17:42:27 TP2] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/x/sglang/srt/managers/scheduler.py", line 1986, in run_batch\n'
+        "    batch_result = self.model_worker.forward_batch_generation(\n"
+        '  File "/x/sglang/srt/speculative/eagle_worker_v2.py", line 560, in forward_batch_generation\n'
+        "    batch_output = self.{call}(model_worker_batch, draft_input.allocate_lens)\n"
+    )
+    assert diagnose_text(text.format(call="verify"), engine="sglang").phase == "decode"
+    assert diagnose_text(text.format(call="prepare"), engine="sglang").phase == "serving"

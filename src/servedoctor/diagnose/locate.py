@@ -75,9 +75,32 @@ def _where(frame: Frame) -> str:
     return f"{frame.file}:{frame.func}"
 
 
+#: A call in a frame's code line: ``out = self.verify(batch)`` calls ``verify``.
+_CALL = re.compile(r"([A-Za-z_]\w*)\s*\(")
+
+
+def with_callees(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
+    """The frames plus what the innermost one was calling, as frames of the same file.
+
+    Excerpts pasted into bug reports often end at the innermost frame's code line; the
+    function it calls is the next frame the paste cut off, and its name can tell the phase
+    (``self.verify(...)`` in a speculative worker is a decode step).
+    """
+    if not frames or not frames[-1].code:
+        return frames
+    last = frames[-1]
+    calls = [
+        Frame(file=last.file, line=None, func=name, at=last.at)
+        for name in _CALL.findall(last.code)
+        if name not in ("self", "super")
+    ]
+    return frames + tuple(calls)
+
+
 def phase_from_frames(frames: tuple[Frame, ...]) -> str | None:
     """Innermost lifecycle frame (start-up last), else innermost serving frame."""
     t = tables()
+    frames = with_callees(frames)
     found = [(i, t.phase_of_frame(_where(f))) for i, f in enumerate(frames)]
     lifecycle = [p for _, p in found if p in t.lifecycle]
     specific = [p for p in lifecycle if p != "startup"]
