@@ -123,3 +123,36 @@ def test_a_truncated_stack_is_read_one_call_further() -> None:
     )
     assert diagnose_text(text.format(call="verify"), engine="sglang").phase == "decode"
     assert diagnose_text(text.format(call="prepare"), engine="sglang").phase == "serving"
+
+
+def test_nccl_timeout_late_in_the_run_is_serving() -> None:
+    line = (
+        "[rank16]:[E214 06:46:21.341531487 ProcessGroupNCCL.cpp:1834] [PG ID 2 PG GUID 3 Rank 16] "
+        "Timeout at NCCL work: {n}, last enqueued NCCL work: {n}, last completed NCCL work: {m}.\n"
+    )
+    assert diagnose_text(line.format(n=9301, m=9300)).phase == "serving"
+    assert diagnose_text(line.format(n=2, m=1)).phase == "startup"
+
+
+def test_tgi_shard_names_the_method_that_raised() -> None:
+    text = (
+        "2024-06-26T07:35:08.486443Z ERROR text_generation_launcher: Method {m} encountered an error.\n"
+        "Traceback (most recent call last):\n"
+        '  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 2219, in all_reduce\n'
+        "    work = group.allreduce([tensor], opts)\n"
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:2395, unhandled cuda error\n"
+        "Cuda failure 'device-side assert triggered'\n"
+    )
+    for method, phase in (("Prefill", "prefill"), ("Decode", "decode")):
+        d = diagnose_text(text.format(m=method), engine="tgi")
+        assert (d.error_class, d.phase) == ("device_assert", phase)
+
+
+def test_vllm_after_weights_loaded_is_memory_setup() -> None:
+    text = (
+        "INFO 01-28 03:20:58 model_runner.py:1115] Loading model weights took 79.3595 GB\n"
+        "ERROR 01-28 03:21:01 engine.py:387] OutOfResources.__init__() missing 2 required "
+        "positional arguments: 'limit' and 'name'\n"
+    )
+    d = diagnose_text(text, engine="vllm")
+    assert (d.error_class, d.phase) == ("triton_error", "memory_setup")

@@ -41,9 +41,9 @@ KERNEL_CLASSES = frozenset(
     }
 )
 
-#: torch numbers each process group's collectives; a timeout of one of the first few
-#: happened while the ranks were still being set up.
-_SEQNUM = re.compile(r"SeqNum=(\d+)")
+#: torch numbers each process group's collectives (``SeqNum=N``, ``NCCL work: N``); a
+#: timeout of one of the first few happened while the ranks were still being set up.
+_SEQNUM = re.compile(r"(?:SeqNum=|NCCL work: )(\d+)")
 EARLY_COLLECTIVES = 16
 
 #: Component when nothing more specific is known, by error class.
