@@ -65,3 +65,11 @@ def test_unparsable_rule_file_is_one_user_error_naming_the_file(tmp_path) -> Non
     with pytest.raises(RuleFileError, match=r"broken\.yaml: not readable YAML") as info:
         load_rules(tmp_path)
     assert isinstance(info.value, UserError) and "\n" not in str(info.value)
+
+
+def test_located_conditions_need_a_diagnosis(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "ctx.yaml").write_text(
+        "id: CTX901\nname: located\nwhen: {culprit: [flashinfer]}\nwhat: w\nwhy: y\nfix: f\n"
+    )
+    with pytest.raises(RuleFileError, match=r"need when\.error_class"):
+        load_rules(tmp_path)

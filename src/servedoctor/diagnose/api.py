@@ -230,7 +230,14 @@ def diagnose_observations(
         phase_default=_phase_default(root_hit, classifiers),
     )
     context_hits = match_rules(
-        rules, obs, arch=arch, error_class=error_class, phase=loc.phase, contextual=True
+        rules,
+        obs,
+        arch=arch,
+        error_class=error_class,
+        phase=loc.phase,
+        component=loc.component,
+        culprit=loc.culprit,
+        contextual=True,
     )
     component, culprit = loc.component, loc.culprit
     for hit in context_hits:

@@ -52,6 +52,8 @@ def match_rules(
     arch: str | None = None,
     error_class: str | None = None,
     phase: str | None = None,
+    component: str | None = None,
+    culprit: str | None = None,
     contextual: bool = False,
 ) -> list[Hit]:
     """Hits of ``rules``; with ``contextual`` only the rules that need a diagnosis first."""
@@ -65,6 +67,10 @@ def match_rules(
             if error_class not in rule.when.error_class:
                 continue
             if rule.when.phase and phase not in rule.when.phase:
+                continue
+            if rule.when.component and component not in rule.when.component:
+                continue
+            if rule.when.culprit and culprit not in rule.when.culprit:
                 continue
         elif rule.when.phase and phase not in rule.when.phase:
             continue

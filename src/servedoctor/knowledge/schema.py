@@ -45,6 +45,14 @@ class Conditions(_Strict):
     error_class: list[ErrorClass] = Field(
         default_factory=list, description="fires only when the diagnosis already has one of these"
     )
+    component: list[Component] = Field(
+        default_factory=list,
+        description="with error_class: only when the failure was located in one of these",
+    )
+    culprit: list[str] = Field(
+        default_factory=list,
+        description="with error_class: only when one of these libraries or backends is at fault",
+    )
     flags: dict[str, str] = Field(
         default_factory=dict,
         description="flag name → regex its effective value must match ('*' = set at all)",
@@ -138,8 +146,13 @@ class Rule(_Strict):
 
     @model_validator(mode="after")
     def _has_signature(self) -> Rule:
-        if not (self.match or self.when.flags or self.when.arch):
+        located = self.when.component or self.when.culprit
+        if not (self.match or self.when.flags or self.when.arch or located):
             raise ValueError(f"rule {self.id} has neither a line signature nor a condition")
+        if located and not self.when.error_class:
+            raise ValueError(
+                f"rule {self.id}: when.component/culprit need when.error_class (a diagnosis)"
+            )
         return self
 
     @cached_property
