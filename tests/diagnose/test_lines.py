@@ -61,6 +61,13 @@ def test_invalid_utf8_is_replaced_not_raised() -> None:
             None,
         ),
         (b"sglang-1  | [2025-10-29 11:25:58 TP3] Watchdog timeout", "Watchdog timeout", "TP3"),
+        (
+            b"INFO 2025-11-19T20:16:36.096638074Z [resource.labels.containerName: vllm] "
+            b"(EngineCore_DP0 pid=270) ERROR 11-19 12:16:36 [v1/engine/core.py:842] "
+            b"torch.OutOfMemoryError: CUDA out of memory.",
+            "torch.OutOfMemoryError: CUDA out of memory.",
+            "DP0",
+        ),
     ],
 )
 def test_prefixes_are_peeled(raw: bytes, text: str, rank: str | None) -> None:
