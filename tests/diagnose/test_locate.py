@@ -156,3 +156,25 @@ def test_vllm_after_weights_loaded_is_memory_setup() -> None:
     )
     d = diagnose_text(text, engine="vllm")
     assert (d.error_class, d.phase) == ("triton_error", "memory_setup")
+
+
+def test_capture_only_errors_name_graph_capture() -> None:
+    line = (
+        "[E ProcessGroupNCCL.cpp:915] [Rank 0] NCCL watchdog thread terminated with exception: "
+        "CUDA error: operation not permitted when stream is capturing\n"
+    )
+    assert diagnose_text(line).phase == "graph_capture"
+
+
+def test_tgi_warmup_frames_are_warmup() -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/x/text_generation_server/server.py", line 66, in Warmup\n'
+        "    max_supported_total_tokens = self.model.warmup(batch)\n"
+        '  File "/x/text_generation_server/models/flash_causal_lm.py", line 755, in warmup\n'
+        "    raise RuntimeError(\n"
+        "RuntimeError: Not enough memory to handle 4096 prefill tokens. You need to decrease "
+        "`--max-batch-prefill-tokens`\n"
+    )
+    d = diagnose_text(text, engine="tgi")
+    assert (d.error_class, d.phase) == ("cuda_oom", "warmup")
