@@ -13,8 +13,7 @@ import os
 import shutil
 import socket
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 USER = "servedoctor"
@@ -61,9 +60,24 @@ def unavailable() -> str | None:
     return None
 
 
-@contextmanager
-def postgres_server(folder: Path) -> Iterator[str]:
-    """Start a server in ``folder``; yield its SQLAlchemy URL base (no database name)."""
+@dataclass(frozen=True)
+class Server:
+    url: str  # SQLAlchemy URL base, without a database name
+    data: Path
+    prefix: tuple[str, ...]
+
+    def stop(self) -> None:
+        pg_ctl = _binary("pg_ctl")
+        assert pg_ctl
+        subprocess.run(
+            [*self.prefix, pg_ctl, "-D", str(self.data), "-m", "immediate", "-w", "stop"],
+            capture_output=True,
+            timeout=60,
+        )
+
+
+def start_server(folder: Path) -> Server:
+    """Start a server in ``folder``; raises SubprocessError when this machine cannot."""
     prefix = _as_server_user() or []
     folder.mkdir(parents=True, exist_ok=True)
     if prefix:
@@ -86,14 +100,7 @@ def postgres_server(folder: Path) -> Iterator[str]:
         capture_output=True,
         timeout=120,
     )
-    try:
-        yield f"postgresql+psycopg://{USER}@127.0.0.1:{port}"
-    finally:
-        subprocess.run(
-            [*prefix, pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"],
-            capture_output=True,
-            timeout=60,
-        )
+    return Server(f"postgresql+psycopg://{USER}@127.0.0.1:{port}", data, tuple(prefix))
 
 
 def create_database(base_url: str, name: str) -> str:
