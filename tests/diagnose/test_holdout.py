@@ -2,16 +2,17 @@
 
 ``tests/corpus/holdout`` (16 cases), ``holdout2`` (36), ``holdout3`` (26, gathered after
 every change holdout2 prompted), ``holdout4`` (17, after holdout3's), ``holdout5`` (17,
-after holdout4's, aimed at rarer classes) and ``holdout6`` (13, after holdout5's, other
-servers) hold public failure
+after holdout4's, aimed at rarer classes), ``holdout6`` (13, after holdout5's, other
+servers) and ``holdout7`` (18, after holdout6's, a natural mix) hold public failure
 logs that are not in the dev corpus, labelled from their GitHub threads by people who did not
 run servedoctor on them. Each set was first scored before any rule was touched for it (class,
 phase, component, culprit: holdout 0.750 / 0.750 / 0.583 / 0.833; holdout2 0.806 / 0.639 /
 0.714 / 0.500; holdout3 0.846 / 0.538 / 0.765 / 1.000; holdout4 0.765 / 0.588 / 0.846 /
-0.250; holdout5 0.765 / 0.647 / 0.636 / 1.000; holdout6 0.692 / 0.692 / 0.750 / 0.000); the
-general fixes their misses prompted raised that to 1.000 / 0.875 / 1.000 / 1.000, 1.000 /
-0.861 / 0.893 / 1.000, 0.962 / 0.808 / 0.882 / 1.000, 1.000 / 0.647 / 1.000 / 1.000, 1.000 /
-0.824 / 0.818 / 1.000 and 0.923 / 0.692 / 1.000 / 0.000. The thresholds sit a small margin below (one or two more misses still pass), so a
+0.250; holdout5 0.765 / 0.647 / 0.636 / 1.000; holdout6 0.692 / 0.692 / 0.750 / 0.000;
+holdout7 0.833 / 0.389 / 0.643 / 1.000); the general fixes their misses prompted raised that
+to 1.000 / 0.875 / 1.000 / 1.000, 1.000 / 0.861 / 0.893 / 1.000, 0.962 / 0.808 / 0.882 /
+1.000, 1.000 / 0.647 / 1.000 / 1.000, 1.000 / 0.824 / 0.818 / 1.000, 0.923 / 0.692 / 1.000 /
+0.000 and 1.000 / 0.556 / 0.857 / 1.000. The thresholds sit a small margin below (one or two more misses still pass), so a
 regression fails the suite.
 """
 
@@ -33,6 +34,7 @@ TARGETS = {
     "holdout4": (17, 0.88, 0.58, 0.90),
     "holdout5": (17, 0.88, 0.70, 0.72),
     "holdout6": (13, 0.84, 0.60, 0.87),
+    "holdout7": (18, 0.88, 0.50, 0.78),
 }
 
 

@@ -178,3 +178,12 @@ def test_tgi_warmup_frames_are_warmup() -> None:
     )
     d = diagnose_text(text, engine="tgi")
     assert (d.error_class, d.phase) == ("cuda_oom", "warmup")
+
+
+def test_a_model_that_was_running_is_serving() -> None:
+    text = (
+        "Error: an unknown error was encountered while running the model CUDA error: out of memory\n"
+        "  current device: 0, in function ggml_cuda_pool_malloc_vmm at ggml-cuda.cu:8583\n"
+    )
+    d = diagnose_text(text)
+    assert (d.error_class, d.phase) == ("cuda_oom", "serving")
