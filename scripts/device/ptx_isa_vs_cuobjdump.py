@@ -39,12 +39,15 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=8)
     parser.add_argument("--timeout", type=float, default=180.0)
     args = parser.parse_args()
-    libs = [p for p in library_files(args.paths) if scan_file(p).ptx]
+    ours_by_lib = {
+        p: set(scan.ptx_isa) for p in library_files(args.paths) if (scan := scan_file(p)).ptx
+    }
+    libs = list(ours_by_lib)
     agree = disagree = skipped = 0
     with ThreadPoolExecutor(args.jobs) as pool:
         found = pool.map(lambda p: (p, _versions_in_ptx(p, args.timeout)), libs)
         for path, versions in found:
-            ours = set(scan_file(path).ptx_isa)
+            ours = ours_by_lib[path]
             if isinstance(versions, str):
                 skipped += 1
                 print(f"skipped  {path.name}: {versions}")

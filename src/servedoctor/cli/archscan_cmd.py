@@ -67,7 +67,7 @@ def archscan_command(
     as_json: bool = typer.Option(False, "--json", help="One JSON object per file."),
 ) -> None:
     """List the SASS archs and PTX versions compiled libraries carry; judge them for a GPU."""
-    detected_gpu, detected_driver = _detected()
+    detected_gpu, detected_driver = (None, None) if gpu and cuda_driver else _detected()
     target = parse_arch(gpu) if gpu else detected_gpu
     driver = _cuda_version(cuda_driver) if cuda_driver else detected_driver
     files = _targets(list(paths or []))

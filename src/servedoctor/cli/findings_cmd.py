@@ -10,7 +10,7 @@ import typer
 from servedoctor.cli.app import app, out
 from servedoctor.errors import UserError
 from servedoctor.findings.export import render_markdown
-from servedoctor.findings.store import FindingsStore, store_path
+from servedoctor.findings.store import FindingsStore, StoredRun, store_path
 
 findings_app = typer.Typer(
     help="List what fix sessions tried and found (the findings store).",
@@ -22,13 +22,15 @@ app.add_typer(findings_app, name="findings")
 _STORE = typer.Option(None, "--store", help="findings store: a path (SQLite) or a SQLAlchemy URL")
 
 
-def _existing(store: str | None) -> FindingsStore | None:
-    """The store to read; a ``--store`` file that does not exist is a usage error (a typo
-    should not read as "no findings"), the default one just has nothing yet."""
+def _read(store: str | None, limit: int | None) -> tuple[list[StoredRun], str]:
+    """The runs in the store and where it is. A ``--store`` file that does not exist is a
+    usage error (a typo should not read as "no findings"); the default one just has none."""
     fs = FindingsStore.open_existing(store)
-    if fs is None and store:
-        raise UserError(f"no findings store at {store}")
-    return fs
+    if fs is None:
+        if store:
+            raise UserError(f"no findings store at {store}")
+        return [], str(store_path(store))
+    return fs.runs(limit=limit), fs.url
 
 
 @findings_app.callback()
@@ -41,14 +43,12 @@ def findings_list(
     """List fix sessions, newest first: what failed and what fixed it."""
     if ctx.invoked_subcommand is not None:
         return
-    fs = _existing(store)
-    runs = fs.runs(limit=limit) if fs is not None else []
+    runs, where = _read(store, limit)
     if json_out:
         for run in runs:
             out.print(json.dumps(run.to_dict()), highlight=False, soft_wrap=True)
         return
     if not runs:
-        where = fs.url if fs is not None else str(store_path(store))
         out.print(f"no findings yet in {where}", highlight=False)
         return
     for run in runs:
@@ -70,9 +70,8 @@ def findings_export(
     limit: int | None = typer.Option(None, "--limit", min=1),
 ) -> None:
     """Write the findings as Markdown: what failed, on which fingerprint, what fixed it."""
-    fs = _existing(store)
-    runs = fs.runs(limit=limit) if fs is not None else []
-    text = render_markdown(runs, store=fs.url if fs is not None else str(store_path(store)))
+    runs, where = _read(store, limit)
+    text = render_markdown(runs, store=where)
     if output is None:
         out.print(text, highlight=False, markup=False, soft_wrap=True, end="")
     else:

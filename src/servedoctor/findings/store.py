@@ -59,9 +59,14 @@ def default_store_path() -> Path:
     return Path(base) / "servedoctor" / "findings.db"
 
 
+def _given(store: str | Path | None) -> str:
+    """``--store`` as given, else ``$SERVEDOCTOR_STORE``, else empty (the default file)."""
+    return str(store) if store else os.environ.get("SERVEDOCTOR_STORE", "")
+
+
 def store_path(store: str | Path | None) -> Path | None:
     """The SQLite file ``--store`` names (or the default one); None for a database URL."""
-    raw = str(store) if store else os.environ.get("SERVEDOCTOR_STORE", "")
+    raw = _given(store)
     if "://" in raw:
         return None
     return Path(raw).expanduser() if raw else default_store_path()
@@ -72,7 +77,7 @@ def store_url(store: str | Path | None) -> str:
     is created: this is for writers)."""
     path = store_path(store)
     if path is None:
-        return str(store) if store else os.environ["SERVEDOCTOR_STORE"]
+        return _given(store)
     path.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{path.resolve()}"
 
