@@ -1,0 +1,153 @@
+"""The versioned flag inventories (read from the released wheels) and their loader."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from servedoctor.engines.inventory import Inventory, inventory, known_inventories
+
+
+def _inv(engine: str) -> Inventory:
+    inv = inventory(engine)
+    assert inv is not None, engine
+    return inv
+
+
+def test_known_inventories() -> None:
+    assert set(known_inventories()) >= {"sglang", "vllm", "transformers"}
+    assert inventory("no-such-engine") is None
+
+
+def test_resolve_versions() -> None:
+    inv = _inv("sglang")
+    assert inv.versions == ["0.4.6", "0.5.1", "0.5.5", "0.5.10", "0.5.15", "0.5.20", "0.5.23"]
+    assert inv.latest == "0.5.23"
+    assert inv.resolve(None) == "0.5.23"
+    assert inv.resolve("not a version") == "0.5.23"
+    assert inv.resolve("0.3.0") == "0.4.6"  # older than all → oldest
+    assert inv.resolve("9.0") == "0.5.23"  # newer than all → latest
+    assert inv.resolve("0.5.12") == "0.5.10"  # between → newest known <= it
+    assert inv.resolve("0.5.10") == "0.5.10"
+    assert inv.resolve("0.5.15.post1") == "0.5.15"
+    assert inv.resolve("v0.5.20") == "0.5.20"
+    assert inv.resolve("0.5.15rc2") == "0.5.10"  # a release candidate precedes its release
+    vllm = _inv("vllm")
+    assert vllm.resolve("0.11.1rc2") == "0.11.0"
+    assert vllm.resolve("0.8.5.post1") == "0.8.5"
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_span_of_versions(engine: str) -> None:
+    inv = _inv(engine)
+    assert len(inv.versions) >= 4
+    dates = [inv.released(v) for v in inv.versions]
+    assert all(dates), dates
+    first, last = date.fromisoformat(str(dates[0])), date.fromisoformat(str(dates[-1]))
+    assert (last - first).days >= 300
+    assert dates == sorted(str(d) for d in dates)  # ascending versions, ascending dates
+
+
+def test_every_flag_lists_known_versions() -> None:
+    for engine in known_inventories():
+        inv = _inv(engine)
+        known = set(inv.versions)
+        for f in inv.flags:
+            assert f.versions and set(f.versions) <= known, f.name
+            assert set(f.deprecated_in) <= set(f.versions), f.name
+            assert f.name.startswith("-"), f.name
+
+
+def test_sglang_facts() -> None:
+    inv = _inv("sglang")
+    for ver in inv.versions:
+        assert inv.has("--mem-fraction-static", ver)
+        assert inv.has("--attention-backend", ver)
+        assert inv.has("--chunked-prefill-size", ver)
+        assert inv.has("--tp-size", ver) and inv.has("--tensor-parallel-size", ver)
+    # --disable-cuda-graph still parses in 0.5.23, deprecated in favour of the backend flags.
+    f = inv.flag("--disable-cuda-graph", "0.5.23")
+    assert f is not None and f.deprecated("0.5.23") and not f.deprecated("0.5.10")
+    assert f.replacement is not None and "--cuda-graph-backend-" in f.replacement
+    assert inv.has("--cuda-graph-backend-decode", "0.5.23")
+    assert not inv.has("--cuda-graph-backend-decode", "0.5.10")
+    # --cuda-graph-max-bs: deprecated in 0.5.15, gone by 0.5.20 (split into -decode/-prefill).
+    assert inv.has("--cuda-graph-max-bs", "0.5.10")
+    assert not inv.has("--cuda-graph-max-bs", "0.5.23")
+    max_bs = inv.flag("--cuda-graph-max-bs", "0.5.15")
+    assert max_bs is not None and max_bs.deprecated("0.5.15")
+    assert max_bs.replacement == "--cuda-graph-max-bs-decode"
+    assert inv.has("--cuda-graph-max-bs-decode", "0.5.23")
+    # NSA backends were renamed DSA.
+    assert inv.has("--nsa-decode-backend", "0.5.10")
+    assert not inv.has("--nsa-decode-backend", "0.5.23")
+    assert not inv.has("--nsa-decode-backend", "0.4.6")
+    assert inv.has("--dsa-decode-backend", "0.5.23")
+    # Spelling variants and version-less lookups (latest).
+    assert inv.has("--mem_fraction_static")
+    assert inv.has("--mem-fraction-static=0.8")
+    assert not inv.has("--no-such-flag")
+    assert not inv.has("--no-enable-torch-compile")  # store_true flags are not negatable
+
+
+def test_sglang_choices_by_version() -> None:
+    inv = _inv("sglang")
+    f = inv.flag("--attention-backend")
+    assert f is not None
+    latest = f.choices_at(inv.latest)
+    old = f.choices_at("0.4.6")
+    assert latest is not None and old is not None
+    assert "flashinfer" in latest and "flashinfer" in old and "fa3" in latest
+    assert old != latest
+
+
+def test_vllm_facts() -> None:
+    inv = _inv("vllm")
+    for ver in inv.versions:
+        for name in (
+            "--gpu-memory-utilization",
+            "--enforce-eager",
+            "--max-num-seqs",
+            "--max-num-batched-tokens",
+            "--max-model-len",
+            "--kv-cache-dtype",
+            "--disable-custom-all-reduce",
+            "--tensor-parallel-size",
+            "--port",
+            "--api-key",
+        ):
+            assert inv.has(name, ver), (name, ver)
+    eager = inv.flag("--enforce-eager")
+    assert eager is not None and eager.type == "bool" and eager.negatable
+    assert inv.has("--no-enforce-eager")  # BooleanOptionalAction
+    assert not inv.has("--no-max-num-seqs")
+    tp = inv.flag("-tp")
+    assert tp is not None and tp.name == "--tensor-parallel-size"
+    util = inv.flag("--gpu-memory-utilization")
+    assert util is not None and util.type == "float"
+    # --attention-backend became a CLI flag after 0.11 (an environment variable before).
+    assert not inv.has("--attention-backend", "0.11.0")
+    assert inv.has("--attention-backend", "0.15.0")
+    # Removed flags.
+    assert inv.has("--swap-space", "0.15.0") and not inv.has("--swap-space", "0.20.0")
+    assert inv.has("--max-seq-len-to-capture", "0.10.0")
+    assert not inv.has("--max-seq-len-to-capture", "0.11.0")
+    logs = inv.flag("--disable-log-requests", "0.15.0")
+    assert logs is not None and logs.deprecated("0.15.0") and not logs.deprecated("0.8.5")
+    assert not inv.has("--disable-log-requests", inv.latest)
+    kv = inv.flag("--kv-cache-dtype")
+    assert kv is not None
+    old_kv = kv.choices_at("0.8.5")
+    assert old_kv is not None and "fp8" in old_kv and "fp8_inc" not in old_kv
+
+
+def test_transformers_serve() -> None:
+    inv = _inv("transformers")
+    assert "5.24.0" in inv.versions and len(inv.versions) >= 2
+    for name in ("--host", "--port", "--device", "--dtype", "--trust-remote-code"):
+        assert inv.has(name, "5.24.0"), name
+    assert inv.has("--no-trust-remote-code", "5.24.0")  # typer bool options are --x/--no-x
+    port = inv.flag("--port")
+    assert port is not None and port.type == "int" and port.default == "8000"
+    assert inv.has("--cb-block-size", "5.24.0") and not inv.has("--cb-block-size", "5.0.0")
