@@ -132,3 +132,24 @@ def test_resume_replays_stored_trials_without_relaunching() -> None:
     assert second.outcome == "fixed"
     assert runner.launched == len(world.calls) - launched
     assert [t.replayed for t in second.trials][:3] == [True, True, True]
+
+
+def test_a_spelling_the_server_refuses_is_not_its_failure_and_the_next_spelling_follows() -> None:
+    from dataclasses import replace
+
+    new = Change("flag", "--cuda-graph-backend-decode", "disabled")
+    old = Change("flag", "--disable-cuda-graph")
+    refused = replace(diag("other", "startup", text="error: unrecognized arguments"),
+                      rules=("ARGS001",))  # fmt: skip
+    world = FakeWorld([
+        Fault(flag_is("--cuda-graph-backend-decode"), refused),
+        Fault(lambda argv, env: "--disable-cuda-graph" not in argv,
+              diag("other", "decode", (new, 0.9))),
+    ])  # fmt: skip
+    _, result = solve(world, max_trials=2)
+    assert result.outcome == "fixed"  # type: ignore[attr-defined]
+    assert result.changes == (old,)  # type: ignore[attr-defined]
+    outcomes = [t.outcome for t in result.trials]  # type: ignore[attr-defined]
+    assert "rejected" in outcomes
+    # two trials allowed: the refused spelling did not use one up
+    assert outcomes.count("rejected") == 1 and outcomes[-1] == "healthy"

@@ -33,6 +33,13 @@ def diagnose(
     arch: Annotated[
         str | None, typer.Option(help="GPU architecture, e.g. sm_120, for arch conditions.")
     ] = None,
+    engine_version: Annotated[
+        str | None,
+        typer.Option(
+            help="The server's version, to spell changes for it (default: from the log, "
+            "else the latest release servedoctor knows)."
+        ),
+    ] = None,
 ) -> None:
     """Say what failed in a server log, when, where, and what one change would test it.
 
@@ -41,7 +48,7 @@ def diagnose(
     bad = failed = False
     for log in logs:
         try:
-            diagnosis = diagnose_path(log, engine=engine, arch=arch)
+            diagnosis = diagnose_path(log, engine=engine, arch=arch, engine_version=engine_version)
         except UserError as exc:
             err.print(f"[bold red]servedoctor:[/] {exc}", highlight=False)
             bad = True
@@ -85,3 +92,11 @@ def eval_(
         acc = score.accuracy(name)
         shown = "n/a" if acc is None else f"{acc:.3f}"
         out.print(f"{name:<12} {shown}  ({score.correct[name]}/{score.scored[name]})")
+    if score.fixes:
+        out.print(f"{'fix@3':<12} {score.fix_at_3():.3f}  ({score.fixed_at_3}/{score.fixes})")
+    if score.flags_proposed:
+        valid = score.flags_valid / score.flags_proposed
+        out.print(f"{'flags valid':<12} {valid:.3f}  ({score.flags_valid}/{score.flags_proposed})")
+    if score.failures:
+        share = score.with_change / score.failures
+        out.print(f"{'with change':<12} {share:.3f}  ({score.with_change}/{score.failures})")

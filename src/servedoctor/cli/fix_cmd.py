@@ -30,6 +30,7 @@ _OUTCOME_STYLE = {
     "failed": "red",
     "same_failure": "red",
     "different_failure": "yellow",
+    "rejected": "magenta",
     "interrupted": "magenta",
 }
 

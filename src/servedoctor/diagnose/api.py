@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from servedoctor.diagnose.hypotheses import from_hits, localise, rank
+from servedoctor.diagnose.hypotheses import fill_up, from_hits, localise, rank, why_none
 from servedoctor.diagnose.locate import locate
 from servedoctor.diagnose.match import Hit, match_rules
 from servedoctor.diagnose.observe import Observations, Text, observe
@@ -35,6 +35,7 @@ def diagnose_path(
     engine: str = "auto",
     phase_hint: str | None = None,
     command_flags: Mapping[str, str | None] | None = None,
+    engine_version: str | None = None,
     arch: str | None = None,
     registry: Registry | None = None,
 ) -> Diagnosis:
@@ -46,6 +47,7 @@ def diagnose_path(
             engine=engine,
             phase_hint=phase_hint,
             command_flags=command_flags,
+            engine_version=engine_version,
             arch=arch,
             registry=registry,
         )
@@ -83,6 +85,7 @@ def diagnose_text(
     engine: str = "auto",
     phase_hint: str | None = None,
     command_flags: Mapping[str, str | None] | None = None,
+    engine_version: str | None = None,
     arch: str | None = None,
     registry: Registry | None = None,
 ) -> Diagnosis:
@@ -92,6 +95,7 @@ def diagnose_text(
         engine=engine,
         phase_hint=phase_hint,
         command_flags=command_flags,
+        engine_version=engine_version,
         arch=arch,
         registry=registry,
     )
@@ -111,12 +115,19 @@ def diagnose_stream(
     engine: str = "auto",
     phase_hint: str | None = None,
     command_flags: Mapping[str, str | None] | None = None,
+    engine_version: str | None = None,
     arch: str | None = None,
     registry: Registry | None = None,
 ) -> Diagnosis:
     scanner = Scanner(stream)
     events = extract(scanner)
-    obs = observe(events, engine=engine, command_flags=command_flags, last_line=scanner.stats.lines)
+    obs = observe(
+        events,
+        engine=engine,
+        command_flags=command_flags,
+        engine_version=engine_version,
+        last_line=scanner.stats.lines,
+    )
     return diagnose_observations(
         obs,
         name=name,
@@ -239,6 +250,8 @@ def diagnose_observations(
         culprit=loc.culprit,
         contextual=True,
     )
+    fallback_hits = [h for h in context_hits if h.rule.fallback]
+    context_hits = [h for h in context_hits if not h.rule.fallback]
     component, culprit = loc.component, loc.culprit
     for hit in context_hits:
         if component in (None, "unknown") and hit.rule.labels.component:
@@ -251,10 +264,15 @@ def diagnose_observations(
     first = localise(loc.sync_frame, error_class, obs)
     if first is not None:
         hypotheses.insert(0, first)
+    hypotheses = fill_up(hypotheses, from_hits(fallback_hits, obs, root=None))
+    fallback_ids = {h.rule.id for h in fallback_hits}
 
     evidence = _evidence(obs, root_text, root_event, loc.sync_frame, [*supporting, *context_hits])
     summary = _summary(error_class, loc.phase, component, culprit, root_text, loc.sync_frame)
+    if not any(h.changes for h in hypotheses):
+        summary += f" No change to try: {why_none(obs, error_class)}."
     extras["phase_source"] = loc.phase_source
+    extras["engine_version"] = obs.engine_version
     return Diagnosis(
         file=name,
         error_class=error_class,
@@ -271,6 +289,7 @@ def diagnose_observations(
                     *(h.rule.id for h in classifiers),
                     *(h.rule.id for h in supporting),
                     *(h.rule.id for h in context_hits),
+                    *(h.rule for h in hypotheses if h.rule in fallback_ids),
                 ]
             )
         ),

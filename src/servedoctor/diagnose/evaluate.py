@@ -13,11 +13,15 @@ from typing import Any
 
 from servedoctor.datafile import load_yaml
 from servedoctor.diagnose.api import diagnose_path
+from servedoctor.diagnose.fixmatch import same_fix
+from servedoctor.engines.inventory import inventory
 from servedoctor.errors import UserError
 from servedoctor.model import Diagnosis
 from servedoctor.taxonomy import SERVING_PHASES
 
 FIELDS = ("error_class", "phase", "component", "culprit")
+#: Hypotheses looked at for fix@3: the confirmed fix among the first three.
+TOP = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +39,18 @@ class Score:
     correct: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FIELDS, 0))
     misses: list[Miss] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    fixes: int = 0  # cases whose thread confirms one flag, env var or package
+    fixed_at_3: int = 0  # ... whose confirmed fix is among the first three hypotheses
+    flags_proposed: int = 0
+    flags_valid: int = 0  # proposed flags that exist in the inventory of the case's engine
+    with_change: int = 0  # diagnosed failures that carry at least one change
+    failures: int = 0
 
     def accuracy(self, name: str) -> float | None:
         return self.correct[name] / self.scored[name] if self.scored[name] else None
+
+    def fix_at_3(self) -> float | None:
+        return self.fixed_at_3 / self.fixes if self.fixes else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -47,6 +60,9 @@ class Score:
             "correct": self.correct,
             "misses": [asdict(m) for m in self.misses],
             "errors": self.errors,
+            "fix_at_3": {"cases": self.fixes, "found": self.fixed_at_3},
+            "flags": {"proposed": self.flags_proposed, "valid": self.flags_valid},
+            "with_change": {"failures": self.failures, "with_change": self.with_change},
         }
 
 
@@ -82,7 +98,36 @@ def score_case(case_dir: Path, score: Score) -> Diagnosis | None:
             score.correct[name] += 1
         else:
             score.misses.append(Miss(case_dir.name, name, expected, got))
+    _score_changes(labels, diagnosis, score)
     return diagnosis
+
+
+def _score_changes(labels: dict[str, Any], diagnosis: Diagnosis, score: Score) -> None:
+    engine = labels.get("engine") or diagnosis.engine
+    version = labels.get("engine_version") or None
+    changes = [c for h in diagnosis.hypotheses for c in h.changes]
+    if diagnosis.failed:
+        score.failures += 1
+        score.with_change += bool(changes)
+    inv = inventory(str(engine)) if engine else None
+    for change in changes:
+        if change.kind == "flag" and inv is not None:
+            score.flags_proposed += 1
+            score.flags_valid += inv.flag(change.name, inv.resolve(version)) is not None
+    fix = labels.get("fix")
+    if isinstance(fix, dict) and fix.get("kind") in ("flag", "env", "package"):
+        score.fixes += 1
+        top = [c for h in diagnosis.hypotheses[:TOP] for c in h.changes]
+        if any(same_fix(c, fix, str(engine) if engine else None) for c in top):
+            score.fixed_at_3 += 1
+        else:
+            got = "; ".join(c.describe() for c in top) or None
+            want = f"{fix.get('name')} {fix.get('value') or ''}".strip()
+            score.misses.append(Miss(case_dir_name(labels), "fix@3", want, got))
+
+
+def case_dir_name(labels: dict[str, Any]) -> str:
+    return str(labels.get("id") or "?")
 
 
 def evaluate(corpus: Path) -> Score:

@@ -8,70 +8,44 @@ costs one restart and tells which kernel really failed.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
-
 from servedoctor.diagnose.match import Hit
-from servedoctor.diagnose.observe import Observations
+from servedoctor.diagnose.observe import Observations, normalise_flag
+from servedoctor.knowledge.propose import Setting, fill_text, propose
 from servedoctor.logs.model import Frame
 from servedoctor.model import Change, Hypothesis
 
 LOCALISE_ID = "LOCALISE"
-_PLACEHOLDER = re.compile(r"\{([\w:]+)([+-]\d+(?:\.\d+)?)?\}")
 
 
-def _fill(template: str | None, groups: Mapping[str, str], obs: Observations) -> str | None:
-    """Replace ``{group}`` by the rule's captured text and ``{flag:name}`` by a flag value."""
-    if template is None:
-        return None
-    missing = False
-
-    def sub(m: re.Match[str]) -> str:
-        nonlocal missing
-        key, step = m.group(1), m.group(2)
-        value = obs.flag(key[5:]) if key.startswith("flag:") else groups.get(key)
-        if value is not None and step is not None:
-            try:
-                value = f"{float(value) + float(step):.2f}".rstrip("0").rstrip(".")
-            except ValueError:
-                value = None
-        if value is None:
-            missing = True
-            return m.group(0)
-        return value
-
-    filled = _PLACEHOLDER.sub(sub, template)
-    return None if missing else filled
+def setting_of(obs: Observations) -> Setting:
+    """The engine, its version and the flags in effect, as the proposer sees them."""
+    return Setting(
+        engine=obs.engine,
+        version=obs.engine_version,
+        value_of=obs.flag,
+        shown=lambda name: normalise_flag(name) in obs.config_fields,
+    )
 
 
 def from_hits(hits: list[Hit], obs: Observations, *, root: Hit | None) -> list[Hypothesis]:
     out: list[Hypothesis] = []
     seen: set[tuple[str, str, str | None]] = set()
+    setting = setting_of(obs)
     ordered = ([root] if root else []) + [h for h in hits if h is not root]
     for hit in ordered:
         weight = 1.0 if hit is root else 0.85
         for n, spec in enumerate(hit.rule.changes, start=1):
-            value = _fill(spec.value, hit.groups, obs)
-            if value is None and spec.default is not None:
-                value = spec.default
-            name = _fill(spec.name, hit.groups, obs)
-            if (spec.value is not None and value is None) or name is None:
-                continue  # the placeholder's text is not in this log
-            if spec.engines and (obs.engine or "null") not in spec.engines:
-                continue
-            change = Change(kind=spec.kind, name=name, value=value)
-            current = obs.flag(spec.name) if spec.kind == "flag" else None
-            if current is not None and value is not None and current == value:
-                continue  # already in effect: not a change
+            change = propose(spec, hit.groups, setting)
+            if change is None:
+                continue  # not expressible here, out of range, or already in effect
             key = (change.kind, change.name, change.value)
             if key in seen:
                 continue
             seen.add(key)
-            cause = _fill(spec.cause, hit.groups, obs) or spec.cause
             out.append(
                 Hypothesis(
                     id=f"{hit.rule.id}.{n}",
-                    cause=cause,
+                    cause=fill_text(spec.cause, hit.groups, setting),
                     confidence=round(spec.confidence * weight, 3),
                     changes=(change,),
                     why=_why(hit),
@@ -124,3 +98,28 @@ def rank(hypotheses: list[Hypothesis]) -> tuple[Hypothesis, ...]:
             key=lambda h: (h.id != LOCALISE_ID, -h.confidence),
         )
     )
+
+
+#: How many hypotheses a diagnosis offers before class-level fallbacks stop filling in.
+ENOUGH = 3
+
+
+def fill_up(hypotheses: list[Hypothesis], fallbacks: list[Hypothesis]) -> list[Hypothesis]:
+    """Add the class's generic changes (lower confidence) until there are ``ENOUGH``."""
+    out = list(hypotheses)
+    have = {(c.kind, c.name) for h in out for c in h.changes}
+    for extra in fallbacks:
+        if len(out) >= ENOUGH:
+            break
+        targets = {(c.kind, c.name) for c in extra.changes}
+        if not targets & have:
+            out.append(extra)
+            have.update(targets)
+    return out
+
+
+def why_none(obs: Observations, error_class: str) -> str:
+    """One line saying why a diagnosed failure carries no change to try."""
+    if obs.engine in (None, "openai", "other"):
+        return "the log does not say which server wrote it; pass --engine to spell changes for it"
+    return f"no knob of {obs.engine} addresses this {error_class}; see the evidence and references"

@@ -61,10 +61,10 @@ def match_rules(
     for rule in rules:
         if rule.status == "removed" or rule.area != "diagnose":
             continue
-        if bool(rule.when.error_class) != contextual:
+        if bool(rule.when.error_class or rule.fallback) != contextual:
             continue
         if contextual:
-            if error_class not in rule.when.error_class:
+            if rule.when.error_class and error_class not in rule.when.error_class:
                 continue
             if rule.when.phase and phase not in rule.when.phase:
                 continue

@@ -7,11 +7,13 @@ phase markers, and the engine the log came from.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from servedoctor.engines import all_engines
+from servedoctor.engines.adapter import engines_knowing, version_from_fields
 from servedoctor.engines.effective import parse_effective_config
 from servedoctor.logs.model import Event
 
@@ -42,9 +44,11 @@ class Observations:
     texts: list[Text] = field(default_factory=list)
     flags: dict[str, str] = field(default_factory=dict)
     flag_sources: dict[str, str] = field(default_factory=dict)
+    config_fields: set[str] = field(default_factory=set)  # names the server's dump printed
     overrides: list[Event] = field(default_factory=list)
     phases: list[Event] = field(default_factory=list)
     engine: str | None = None
+    engine_version: str | None = None
     last_line: int = 0
 
     @property
@@ -89,6 +93,7 @@ def observe(
     *,
     engine: str | None = None,
     command_flags: Mapping[str, str | None] | None = None,
+    engine_version: str | None = None,
     last_line: int = 0,
 ) -> Observations:
     obs = Observations(
@@ -106,6 +111,7 @@ def observe(
             for key, value in (parse_effective_config(event.fields["line"]) or {}).items():
                 obs.flags[normalise_flag(key)] = _stringify(value)
                 obs.flag_sources[normalise_flag(key)] = "config"
+                obs.config_fields.add(normalise_flag(key))
         elif event.kind == "override":
             obs.overrides.append(event)
     for event in obs.overrides:
@@ -123,12 +129,32 @@ def observe(
         text_votes = _engine_votes(obs.texts)
         for name, n in text_votes.items():
             votes[name] = votes.get(name, 0) + 2 * n
+        if not votes:
+            votes = _field_votes(obs.texts)
         obs.engine = max(votes, key=lambda k: votes[k]) if votes else None
     wanted = (
         obs.engine if obs.engine in {p.fields["engine"] for p in obs.phases} else GENERIC_ENGINE
     )
     obs.phases = [p for p in obs.phases if p.fields["engine"] == wanted]
+    obs.engine_version = (
+        engine_version
+        or _version_in_log(obs)
+        or version_from_fields(obs.engine, sorted(obs.config_fields))
+    )
     return obs
+
+
+def _version_in_log(obs: Observations) -> str | None:
+    """The engine's version as the log states it (vLLM prints it at start-up)."""
+    spec = all_engines().get(obs.engine or "")
+    if spec is None or not spec.version_re:
+        return None
+    for text in obs.texts[:5000]:
+        for regex in spec.version_re:
+            m = regex.search(text.text)
+            if m is not None:
+                return m.group("version")
+    return None
 
 
 def _engine_votes(texts: list[Text]) -> dict[str, int]:
@@ -139,4 +165,23 @@ def _engine_votes(texts: list[Text]) -> dict[str, int]:
         for text in sample:
             if any(r.search(text) for r in spec.log_re):
                 votes[spec.name] = votes.get(spec.name, 0) + 1
+    return votes
+
+
+_FIELD = re.compile(
+    r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)+|[`'\"]([a-z][a-z0-9]*(?:_[a-z0-9]+)+)[`'\"]"
+)
+
+
+def _field_votes(texts: list[Text]) -> dict[str, int]:
+    """Weak evidence, used only when nothing else names the engine: flags and config fields
+    the log's messages name (``--max-model-len``, `gpu_memory_utilization`) that only one
+    engine's parser has."""
+    votes: dict[str, int] = {}
+    for text in texts[:2000]:
+        for m in _FIELD.finditer(text.text):
+            engines = engines_knowing(m.group(1) or m.group(0))
+            if len(engines) == 1:
+                (name,) = engines
+                votes[name] = votes.get(name, 0) + 1
     return votes

@@ -75,6 +75,9 @@ class EngineSpec(_Strict):
     config_dump: list[str] = Field(
         default_factory=list, description="regexes whose group 1 is the effective config"
     )
+    version: list[str] = Field(
+        default_factory=list, description="regexes whose group 'version' is the engine's version"
+    )
     health_path: str | None = "/health"
     models_path: str = "/v1/models"
     chat_path: str = "/v1/chat/completions"
@@ -106,6 +109,10 @@ class EngineSpec(_Strict):
     @cached_property
     def fatal_re(self) -> list[re.Pattern[str]]:
         return [re.compile(p) for p in self.fatal]
+
+    @cached_property
+    def version_re(self) -> list[re.Pattern[str]]:
+        return [re.compile(p) for p in self.version]
 
     @cached_property
     def config_re(self) -> list[re.Pattern[str]]:

@@ -30,6 +30,7 @@ from servedoctor.env.versions import (
     torch_requirements,
     transformers_model_types,
 )
+from servedoctor.knowledge.propose import Setting, propose
 from servedoctor.knowledge.registry import default_registry
 from servedoctor.knowledge.schema import Rule
 from servedoctor.model import Change
@@ -61,6 +62,12 @@ class CommandFlags:
             if name in env:
                 return True, env[name]
         return False, None
+
+    def value_of(self, name: str) -> str | None:
+        """The value in effect of a flag (``--x-y`` or ``x_y``) or an environment variable."""
+        if not name.startswith("-") and name.islower():
+            name = "--" + name.replace("_", "-")
+        return self.get(name)[1]
 
     def enabled(self, name: str) -> bool:
         """A boolean flag that is set and not negated."""
@@ -149,14 +156,11 @@ def evaluate_rule(
         evidence.append(f"GPU {gpu.base.sm}")
     changes: list[Change] = []
     causes: list[str] = []
+    setting = Setting(engine=engine, version=None, value_of=command.value_of)
     for spec in rule.changes:
         for g in groups or [{}]:
-            change = Change(
-                kind=spec.kind,
-                name=_fill(spec.name, g) or spec.name,
-                value=_fill(spec.value, g),
-            )
-            if change not in changes:
+            change = propose(spec, g, setting)
+            if change is not None and change not in changes:
                 changes.append(change)
                 causes.append(_fill(spec.cause, g) or spec.cause)
     return Risk(

@@ -27,8 +27,10 @@ from servedoctor.experiments.command import (
     canonical,
     knows_flag,
     set_flags,
+    value_of,
 )
 from servedoctor.experiments.policy import Policy, default_policy
+from servedoctor.knowledge.propose import Setting, propose
 from servedoctor.knowledge.registry import Registry, default_registry
 from servedoctor.model import REMOVE, Change, Diagnosis
 
@@ -141,6 +143,7 @@ def build_candidates(
     history: Mapping[Change, ChangeHistory] | None = None,
     policy: Policy | None = None,
     environ: Mapping[str, str] | None = None,
+    engine_version: str | None = None,
 ) -> list[Candidate]:
     """All candidate changes for ``diagnosis`` of ``command``, best first (never empty-changed)."""
     policy = policy or default_policy()
@@ -189,6 +192,11 @@ def build_candidates(
         if key not in found or found[key].prior < cand.prior:
             found[key] = cand
 
+    setting = Setting(
+        engine=command.engine,
+        version=engine_version,
+        value_of=lambda name: value_of(command, name),
+    )
     for hyp in diagnosis.hypotheses:
         for change in hyp.changes:
             add(change, hyp.confidence, "hypothesis", hyp.cause or hyp.why, hyp.rule)
@@ -200,9 +208,9 @@ def build_candidates(
             continue
         implicated.update(rule.when.flags)
         for spec in rule.changes:
-            if spec.engines and command.engine not in spec.engines:
-                continue
-            add(spec.to_change(), spec.confidence, "rule", spec.cause, rule.id)
+            proposed = propose(spec, {}, setting)
+            if proposed is not None:
+                add(proposed, spec.confidence, "rule", spec.cause, rule.id)
 
     for change, past in history.items():
         if past.successes:

@@ -10,11 +10,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from servedoctor.engines.adapter import engines_knowing
 from servedoctor.engines.command import ServerCommand, parse_command
+from servedoctor.engines.inventory import inventory
 from servedoctor.errors import UserError
 from servedoctor.model import Change
 
-__all__ = ["CommandLike", "SetFlag", "canonical", "knows_flag", "parse", "set_flags"]
+__all__ = ["CommandLike", "SetFlag", "canonical", "knows_flag", "parse", "set_flags", "value_of"]
 
 
 class CommandLike(Protocol):
@@ -52,10 +54,28 @@ def canonical(command: CommandLike, name: str) -> str:
 
 
 def knows_flag(command: CommandLike, name: str) -> bool:
-    """False only when the engine has a flag table and it does not list ``name``."""
-    if not isinstance(command, ServerCommand) or command.table is None:
+    """False only when neither the engine's flag table nor its inventory (any release
+    read from its parser) has ``name``."""
+    if not isinstance(command, ServerCommand):
         return True
+    if engines_knowing(name) and command.engine in engines_knowing(name):
+        return True
+    if command.table is None:
+        return inventory(command.engine) is None
     return command.spec(name) is not None or command.table.negated(name) is not None
+
+
+def value_of(command: CommandLike, name: str) -> str | None:
+    """The value in effect of a flag (``--x-y`` or ``x_y``) or an env var in the command."""
+    if name in command.env:
+        return command.env[name]
+    if not isinstance(command, ServerCommand):
+        return None
+    flag = name if name.startswith("-") else "--" + name.replace("_", "-")
+    try:
+        return command.get(flag)
+    except UserError:
+        return None
 
 
 def set_flags(command: CommandLike) -> list[SetFlag]:

@@ -16,11 +16,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from servedoctor.engines.adapter import other_spellings
 from servedoctor.experiments.candidates import Candidate, ChangeHistory, build_candidates
 from servedoctor.experiments.command import CommandLike
 from servedoctor.experiments.ddmin import ddmin
@@ -152,7 +154,10 @@ class Planner:
 
     # -- trials -------------------------------------------------------------------------
     def _counted(self) -> int:
-        return sum(1 for t in self.runner.trials if t.role != "baseline")
+        """Trials that tested the server: a spelling it refused at start-up does not count."""
+        return sum(
+            1 for t in self.runner.trials if t.role != "baseline" and t.outcome != "rejected"
+        )
 
     def _trial(
         self,
@@ -253,6 +258,15 @@ class Planner:
             if trial.healthy:
                 if self._confirmed(changes, trial):
                     return self._fixed(changes, f"healthy after {cand.change.describe()}")
+                continue
+            if trial.outcome == "rejected":
+                # the server refused this spelling: its other spellings of the same knob next
+                engine = self.runner.command.engine
+                others = [
+                    dataclasses.replace(cand, change=alt, why=f"{cand.why} (another spelling)")
+                    for alt in other_spellings(cand.change, engine)
+                ]
+                state.queue = [*others, *state.queue]
                 continue
             if cand.is_probe:
                 self._extend(state, trial)

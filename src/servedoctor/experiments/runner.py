@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from servedoctor.experiments.command import CommandLike
 from servedoctor.experiments.trial import (
+    REJECTED_BY_PARSER,
     Launcher,
     Signature,
     Trial,
@@ -30,13 +31,21 @@ Key = tuple[bool, tuple[tuple[str, str, str], ...]]
 
 
 def classify(
-    healthy: bool, interrupted: bool, got: Signature, reference: Signature | None
+    healthy: bool,
+    interrupted: bool,
+    got: Signature,
+    reference: Signature | None,
+    *,
+    rejected: bool = False,
 ) -> TrialOutcome:
-    """healthy / same failure / different failure (error_class + phase + message) / interrupted."""
+    """healthy / same failure / different failure (error_class + phase + message) /
+    rejected (the server refused its arguments) / interrupted."""
     if interrupted:
         return "interrupted"
     if healthy:
         return "healthy"
+    if rejected:
+        return "rejected"
     if reference is None:
         return "failed"
     return "same_failure" if same_failure(got, reference) else "different_failure"
@@ -114,7 +123,11 @@ class TrialRunner:
                 (diag.error_class, diag.phase, headline(diag)) if diag else (None, None, "")
             )
             outcome = classify(
-                report.outcome == "healthy", report.outcome == "interrupted", got, reference
+                report.outcome == "healthy",
+                report.outcome == "interrupted",
+                got,
+                reference,
+                rejected=diag is not None and REJECTED_BY_PARSER in diag.rules,
             )
             trial = Trial(
                 index=len(self.trials),

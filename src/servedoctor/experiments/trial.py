@@ -10,6 +10,7 @@ from typing import Any, Literal, Protocol
 from servedoctor.model import Change, Diagnosis
 
 __all__ = [
+    "REJECTED_BY_PARSER",
     "LaunchReport",
     "Launcher",
     "Signature",
@@ -22,7 +23,12 @@ __all__ = [
     "same_failure",
 ]
 
-TrialOutcome = Literal["healthy", "failed", "same_failure", "different_failure", "interrupted"]
+TrialOutcome = Literal[
+    "healthy", "failed", "same_failure", "different_failure", "rejected", "interrupted"
+]
+#: The rule that recognises a server refusing its own command line (argparse, click):
+#: such a trial says nothing about the failure, only that a spelling was wrong.
+REJECTED_BY_PARSER = "ARGS001"
 TrialRole = Literal["baseline", "candidate", "confirm", "combine", "minimise"]
 #: A failure's identity for comparing trials: (error_class, phase, headline).
 Signature = tuple[str | None, str | None, str]

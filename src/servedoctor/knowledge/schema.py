@@ -13,7 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from servedoctor.model import Change, ChangeKind
+from servedoctor.knowledge.knobs import vocabulary
+from servedoctor.model import ChangeKind
 from servedoctor.taxonomy import Component, ErrorClass, Phase
 
 RULE_ID = re.compile(r"^[A-Z]{2,6}\d{3}$")
@@ -63,14 +64,24 @@ class Conditions(_Strict):
 
 
 class ChangeSpec(_Strict):
-    """One candidate change: ONE flag, env var or package pin, and what it tests."""
+    """One candidate change: ONE knob, flag, env var or package pin, and what it tests.
 
-    kind: ChangeKind
-    name: str
+    A rule names a ``knob`` (``knowledge/knobs.yaml``) wherever one exists, and the engine
+    adapter spells it for the user's engine and version; ``kind``/``name`` name an
+    environment variable or package directly (or a flag of one engine, with ``engines``).
+    """
+
+    knob: str | None = Field(
+        default=None,
+        description="an intent from the knob vocabulary, or {group}: the knob whose config "
+        "field the rule captured (a message that names max_model_len → context_length)",
+    )
+    kind: ChangeKind | None = None
+    name: str | None = None
     value: str | None = Field(
         default=None,
-        description="may hold {group} (text the rule captured) or {flag:name±step} (a flag in "
-        "effect, optionally shifted by a number)",
+        description="may hold {group} (text the rule captured), {current±step} (the knob's "
+        "setting in effect, shifted) or {flag:name±step} (a flag in effect)",
     )
     default: str | None = Field(default=None, description="value when a placeholder is unknown")
     cause: str = Field(description="the hypothesis this change tests, in one sentence")
@@ -79,8 +90,17 @@ class ChangeSpec(_Strict):
         default_factory=list, description="only offered for these engines (all when empty)"
     )
 
-    def to_change(self) -> Change:
-        return Change(kind=self.kind, name=self.name, value=self.value)
+    @model_validator(mode="after")
+    def _knob_or_name(self) -> ChangeSpec:
+        if self.knob is not None:
+            if self.kind is not None or self.name is not None:
+                raise ValueError(f"change {self.knob}: a knob change names no kind or name")
+            dynamic = self.knob.startswith("{") and self.knob.endswith("}")
+            if not dynamic and vocabulary().get(self.knob) is None:
+                raise ValueError(f"unknown knob {self.knob!r} (see knowledge/knobs.yaml)")
+        elif self.kind is None or self.name is None:
+            raise ValueError("a change names a knob, or a kind and a name")
+        return self
 
 
 class Examples(_Strict):
@@ -96,6 +116,11 @@ class Rule(_Strict):
     status: Literal["preview", "stable", "deprecated", "removed"] = "stable"
     area: Literal["diagnose", "preflight"] = "diagnose"
     priority: int = Field(default=50, description="higher wins when several rules classify")
+    fallback: bool = Field(
+        default=False,
+        description="offered only to fill the hypotheses up to three, for the diagnosis's "
+        "class or located component (when.error_class / when.component), no line needed",
+    )
     match: list[str] = Field(default_factory=list, description="regexes; any line matching fires")
     match_all: list[str] = Field(
         default_factory=list, description="regexes that must each match some line as well"
@@ -147,6 +172,10 @@ class Rule(_Strict):
     @model_validator(mode="after")
     def _has_signature(self) -> Rule:
         located = self.when.component or self.when.culprit
+        if self.fallback:
+            if self.match or not (self.when.error_class or located):
+                raise ValueError(f"fallback rule {self.id}: when.error_class/component, no match")
+            return self
         if not (self.match or self.when.flags or self.when.arch or located):
             raise ValueError(f"rule {self.id} has neither a line signature nor a condition")
         if located and not self.when.error_class:

@@ -1,0 +1,105 @@
+"""Knowledge benchmark: this checkout against another servedoctor, on labelled corpora.
+
+For each corpus (``<case>/case.yaml`` + ``log.txt``), both versions diagnose every log as a
+user would (``servedoctor diagnose --json LOG``, in a subprocess, so the other version is
+whatever tree ``--baseline-src`` points at, e.g. a ``git worktree`` of the last release).
+The same scorer then reads both outputs:
+
+- class, phase and component accuracy (as ``servedoctor eval`` counts them);
+- fix@3: the fix the case's thread confirmed is among the first three hypotheses (cases
+  with a structured ``fix:``), matched by ``servedoctor.diagnose.fixmatch``;
+- with change: diagnosed failures that carry at least one change to try;
+- flags valid: proposed flags that exist in the inventory of the case's engine and version.
+
+Usage: python bench/knowledge_eval.py [--baseline-src DIR] CORPUS...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from servedoctor.diagnose.fixmatch import same_fix
+from servedoctor.engines.inventory import inventory
+from servedoctor.model import Change
+from servedoctor.taxonomy import SERVING_PHASES
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parent / "src"
+
+
+def diagnose_all(src: Path, logs: list[Path]) -> list[dict[str, Any]]:
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "servedoctor", "diagnose", "--json", *map(str, logs)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def score(cases: list[dict[str, Any]], outputs: list[dict[str, Any]]) -> dict[str, Any]:
+    tally = {k: [0, 0] for k in ("error_class", "phase", "component", "fix@3", "change", "flags")}
+    for labels, out in zip(cases, outputs, strict=True):
+        for name in ("error_class", "phase", "component"):
+            want = labels.get(name)
+            if name == "component" and want in (None, "unknown"):
+                continue
+            got = out.get(name)
+            ok = got in SERVING_PHASES if name == "phase" and want == "serving" else want == got
+            tally[name][0] += ok
+            tally[name][1] += 1
+        changes = [Change(**c) for h in out["hypotheses"] for c in h["changes"]]
+        if out.get("error_class"):
+            tally["change"][0] += bool(changes)
+            tally["change"][1] += 1
+        engine = labels.get("engine")
+        inv = inventory(engine) if engine else None
+        for change in changes:
+            if change.kind == "flag" and inv is not None and change.value != "<remove>":
+                known = inv.resolve(labels.get("engine_version"))
+                tally["flags"][0] += inv.flag(change.name, known) is not None
+                tally["flags"][1] += 1
+        fix = labels.get("fix")
+        if isinstance(fix, dict) and fix.get("kind") in ("flag", "env", "package"):
+            top = [Change(**c) for h in out["hypotheses"][:3] for c in h["changes"]]
+            tally["fix@3"][0] += any(same_fix(c, fix, engine) for c in top)
+            tally["fix@3"][1] += 1
+    return tally
+
+
+def fmt(cell: list[int]) -> str:
+    got, n = cell
+    return f"{got / n:.3f} ({got}/{n})" if n else "n/a"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("corpora", nargs="+", type=Path)
+    parser.add_argument("--baseline-src", type=Path, help="src/ of the servedoctor to compare")
+    args = parser.parse_args()
+    versions = {"this checkout": SRC}
+    if args.baseline_src:
+        versions = {"baseline": args.baseline_src, **versions}
+    for corpus in args.corpora:
+        dirs = sorted(p for p in corpus.iterdir() if (p / "case.yaml").is_file())
+        cases = [yaml.safe_load((d / "case.yaml").read_text()) for d in dirs]
+        print(f"== {corpus} ({len(dirs)} cases)")
+        for name, src in versions.items():
+            tally = score(cases, diagnose_all(src, [d / "log.txt" for d in dirs]))
+            cells = "  ".join(f"{k} {fmt(v)}" for k, v in tally.items())
+            print(f"  {name:<14} {cells}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

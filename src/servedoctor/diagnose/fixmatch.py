@@ -1,0 +1,56 @@
+"""Does a proposed change match the fix a public thread confirmed? (``eval``'s fix@3)
+
+A flag or variable matches by name (``_``/``-`` alike) or by meaning: both spell the same
+knob for the case's engine (``--disable-cuda-graph`` on an old SGLang and
+``--cuda-graph-backend-decode disabled`` on the current one). A confirmed value that is a
+word (a backend, a dtype) must match too; a number need not (the thread's number suits its
+machine, ours the log's). A package matches by its normalised name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from servedoctor.engines.adapter import knobs_of
+from servedoctor.engines.inventory import inventory
+from servedoctor.model import Change
+
+
+def _norm_package(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower().split("[")[0].strip()
+
+
+def _canonical_flag(name: str, engine: str | None) -> str:
+    inv = inventory(engine) if engine else None
+    if inv is not None:
+        for version in reversed(inv.versions):
+            flag = inv.flag(name, version)
+            if flag is not None:
+                return flag.name
+    return "--" + name.lstrip("-").replace("_", "-").lower()
+
+
+def _is_number(value: str) -> bool:
+    return re.fullmatch(r"[-+]?\d[\d_,]*(?:\.\d+)?", value.strip()) is not None
+
+
+def same_fix(change: Change, fix: Mapping[str, Any], engine: str | None) -> bool:
+    kind, name = fix.get("kind"), str(fix.get("name") or "")
+    value = fix.get("value")
+    if not name or kind not in ("flag", "env", "package"):
+        return False
+    if kind == "package":
+        return change.kind == "package" and _norm_package(change.name) == _norm_package(name)
+    same_name = change.kind == kind and (
+        _canonical_flag(change.name, engine) == _canonical_flag(name, engine)
+        if kind == "flag"
+        else change.name == name
+    )
+    if same_name:
+        if value is None or change.value is None or _is_number(str(value)):
+            return True
+        return str(change.value).strip().lower() == str(value).strip().lower()
+    shared = knobs_of(change.name, engine) & knobs_of(name, engine)
+    return bool(shared)

@@ -1,0 +1,71 @@
+"""Facts a rule derives from what it captured: the package behind a name in a message.
+
+Used as placeholder filters in rule changes (``{module|dist}``): an ``ImportError`` names a
+module, and the change to test is a version of the distribution that owns it; an undefined
+symbol names an extension's file, and the change is that extension's package; a missing
+shared library names a file, and the change is the package that ships it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from servedoctor.datafile import load_yaml
+
+DATA = Path(__file__).parent / "data" / "packages.yaml"
+_SITE = re.compile(r"(?:site|dist)-packages/([A-Za-z_][\w]*)")
+_LIB = re.compile(r"lib(?P<name>[\w+-]+?)(?:\.so(?:\.(?P<major>\d+))?[\d.]*)?$")
+
+
+@cache
+def _tables() -> dict[str, Any]:
+    data = load_yaml(DATA)
+    return {"modules": data.get("modules", {}), "libs": data.get("shared_libraries", {})}
+
+
+def distribution_of_module(module: str) -> str | None:
+    """The PyPI distribution that owns an import name (``flash_attn.ops`` → ``flash-attn``)."""
+    top = module.strip().strip("'\"‘’`").split(".")[0]
+    if not top or not re.match(r"^[A-Za-z_]\w*$", top):
+        return None
+    known: dict[str, str] = _tables()["modules"]
+    return known.get(top) or top.lstrip("_").replace("_", "-") or None
+
+
+def distribution_of_path(path: str) -> str | None:
+    """The distribution a file under site-packages belongs to (an extension's ``.so``)."""
+    m = _SITE.search(path)
+    if m is None:
+        return None
+    name = m.group(1).split(".")[0]
+    return distribution_of_module(name)
+
+
+def package_of_library(library: str) -> str | None:
+    """The package that ships ``libNAME.so.N``; ``None`` for the driver's libraries."""
+    m = _LIB.search(library.strip().split("/")[-1])
+    if m is None:
+        return None
+    libs: dict[str, str | None] = _tables()["libs"]
+    if m.group("name") not in libs:
+        return None
+    template = libs[m.group("name")]
+    if template is None:
+        return None
+    if "{major}" in template:
+        if not m.group("major"):
+            return None
+        return template.replace("{major}", m.group("major"))
+    return template
+
+
+#: Placeholder filters for rule templates: ``{group|name}``.
+FILTERS: dict[str, Callable[[str], str | None]] = {
+    "dist": distribution_of_module,
+    "path_dist": distribution_of_path,
+    "lib_package": package_of_library,
+}

@@ -1,0 +1,123 @@
+"""A rule's change → one concrete :class:`Change` for this engine, version and setting.
+
+Shared by the diagnosis (hypotheses) and the preflight (risks). A proposal is dropped, never
+printed half-made, when a placeholder has no value, the value is out of range for the knob,
+the engine cannot express the knob at this version, the flag does not exist in the engine's
+inventory, or the change is already in effect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from servedoctor.engines.adapter import current_flag, spell
+from servedoctor.engines.inventory import inventory
+from servedoctor.knowledge.knobs import fill, free_port, knob, vocabulary
+from servedoctor.knowledge.schema import ChangeSpec
+from servedoctor.model import REMOVE, Change
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """Where a change will be applied: the engine, its version, and what is in effect."""
+
+    engine: str | None
+    version: str | None
+    value_of: Callable[[str], str | None]  # flag or env name → value in effect, or None
+    #: does the server itself show this spelling in effect (its config dump)? By default:
+    #: whatever has a value (a command the user typed).
+    shown: Callable[[str], bool] | None = None
+
+    def in_effect(self, name: str) -> bool:
+        if self.shown is not None:
+            return self.shown(name)
+        return self.value_of(name) is not None
+
+
+def propose(spec: ChangeSpec, groups: Mapping[str, str], setting: Setting) -> Change | None:
+    if spec.engines and (setting.engine or "null") not in spec.engines:
+        return None
+    change = _from_knob(spec, groups, setting) if spec.knob else _direct(spec, groups, setting)
+    if change is None or _in_effect(change, setting):
+        return None
+    return change
+
+
+def fill_text(template: str, groups: Mapping[str, str], setting: Setting) -> str:
+    """A cause or summary with its placeholders filled where the log gives them."""
+    return fill(template, groups, lambda key: _lookup(key, None, setting)) or template
+
+
+def _lookup(key: str, target: str | None, setting: Setting) -> str | None:
+    if key == "current":
+        return setting.value_of(target) if target else None
+    if key.startswith("flag:"):
+        return setting.value_of(key[5:])
+    return None
+
+
+def knob_id_of(spec: ChangeSpec, groups: Mapping[str, str]) -> str | None:
+    """The knob a change names, or the one whose config field the rule captured."""
+    assert spec.knob is not None
+    if not spec.knob.startswith("{"):
+        return spec.knob
+    field = groups.get(spec.knob.strip("{}"))
+    found = vocabulary().for_field(field) if field else None
+    return found.id if found else None
+
+
+def _from_knob(spec: ChangeSpec, groups: Mapping[str, str], setting: Setting) -> Change | None:
+    knob_id = knob_id_of(spec, groups)
+    if knob_id is None:
+        return None
+    kind = knob(knob_id)
+    target = current_flag(knob_id, setting.engine, setting.version, setting.in_effect)
+    raw = fill(spec.value, groups, lambda key: _lookup(key, target, setting))
+    if raw is None and spec.default is not None:
+        raw = fill(spec.default, groups, lambda key: _lookup(key, target, setting))
+    if raw is None and kind.value == "port":
+        raw = free_port()
+    if raw is None and kind.value not in ("none",):
+        return None
+    value = kind.check(raw if kind.value != "none" else None)
+    if value is None:
+        return None
+    present = target is not None and setting.value_of(target) not in (None, "false", "False")
+    return spell(
+        knob_id,
+        value or None,
+        engine=setting.engine,
+        version=setting.version,
+        present=present,
+        in_effect=setting.in_effect,
+    )
+
+
+def _direct(spec: ChangeSpec, groups: Mapping[str, str], setting: Setting) -> Change | None:
+    assert spec.kind is not None and spec.name is not None
+    lookup: Callable[[str], str | None] = lambda key: _lookup(key, None, setting)  # noqa: E731
+    name = fill(spec.name, groups, lookup)
+    value = fill(spec.value, groups, lookup)
+    if value is None and spec.default is not None:
+        value = fill(spec.default, groups, lookup)
+    if name is None or (spec.value is not None and value is None):
+        return None
+    if spec.kind == "flag" and not _flag_exists(name, setting):
+        return None
+    return Change(kind=spec.kind, name=name, value=value)
+
+
+def _flag_exists(name: str, setting: Setting) -> bool:
+    inv = inventory(setting.engine) if setting.engine else None
+    return inv is None or inv.flag(name, setting.version) is not None
+
+
+def _in_effect(change: Change, setting: Setting) -> bool:
+    if change.kind == "package" or change.value == REMOVE:
+        return False
+    current = setting.value_of(change.name)
+    if current is None:
+        return False
+    wanted = "true" if change.value is None else change.value
+    return current.lower() == wanted.lower()

@@ -1,0 +1,84 @@
+"""Facts extracted from messages: the package behind a module, a file or a library; the
+limit a message states; the confirmed-fix matcher that eval's fix@3 uses."""
+
+from __future__ import annotations
+
+from servedoctor.diagnose import diagnose_text
+from servedoctor.diagnose.fixmatch import same_fix
+from servedoctor.knowledge.facts import (
+    distribution_of_module,
+    distribution_of_path,
+    package_of_library,
+)
+from servedoctor.model import Change
+
+VLLM = "INFO 05-01 10:00:00 api_server.py:1 vLLM API server version 0.11.0\n"
+
+
+def test_module_owner() -> None:
+    assert distribution_of_module("flash_attn.flash_attn_interface") == "flash-attn"
+    assert distribution_of_module("cv2") == "opencv-python"
+    assert distribution_of_module("transformers.utils") == "transformers"
+    assert distribution_of_module("‘outlines.fsm’") == "outlines"
+    assert distribution_of_module("not a module") is None
+
+
+def test_path_and_library_owners() -> None:
+    path = "/usr/lib/python3/dist-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so"
+    assert distribution_of_path(path) == "flash-attn"
+    assert distribution_of_path("/opt/app/libx.so") is None
+    assert package_of_library("libcudart.so.12") == "nvidia-cuda-runtime-cu12"
+    assert package_of_library("libcublasLt.so.13") == "nvidia-cublas-cu13"
+    assert package_of_library("libcuda.so.1") is None  # the driver's, not a package
+    assert package_of_library("libfoo.so.1") is None
+
+
+def _changes(text: str) -> list[Change]:
+    return [c for h in diagnose_text(text).hypotheses for c in h.changes]
+
+
+def test_an_import_of_a_missing_name_proposes_the_owning_package() -> None:
+    d = diagnose_text(
+        "ImportError: cannot import name 'GenerationMixin' from 'transformers.generation' "
+        "(/usr/lib/python3/site-packages/transformers/generation/__init__.py)\n"
+    )
+    assert d.error_class == "missing_dependency"
+    assert [c.name for c in _changes(d.summary and "x") or []] == [] or True
+    names = [c.name for h in d.hypotheses for c in h.changes if c.kind == "package"]
+    assert names[0] == "transformers"
+
+
+def test_numpy_abi_and_missing_library_and_undefined_symbol() -> None:
+    numpy = _changes("A module that was compiled using NumPy 1.x cannot be run in NumPy 2.1.0\n")
+    assert Change("package", "numpy", "<2") in numpy
+    lib = _changes("OSError: libcublas.so.12: cannot open shared object file: No such file\n")
+    assert any(c.name == "nvidia-cublas-cu12" for c in lib)
+    so = _changes(
+        "ImportError: /venv/lib/python3.11/site-packages/sgl_kernel/common_ops.abi3.so: "
+        "undefined symbol: _ZN3c104cuda9SetDeviceEi\n"
+    )
+    assert so[0].name == "sgl-kernel"
+
+
+def test_a_message_with_a_value_and_a_limit_proposes_the_limit() -> None:
+    log = VLLM + (
+        "ValueError: The model's max seq len (32768) is larger than the maximum number of "
+        "tokens that can be stored in KV cache (21008).\n"
+    )
+    assert Change("flag", "--max-model-len", "21008") in _changes(log)
+    # a port number is never arithmetic material: nothing proposes port ± 1
+    port = _changes("OSError: [Errno 98] error while attempting to bind on address "
+                    "('0.0.0.0', 30000): address already in use\n")  # fmt: skip
+    assert all(c.value != "30001" for c in port)
+
+
+def test_fix_matching_by_name_by_value_and_by_knob() -> None:
+    assert same_fix(Change("flag", "--enforce-eager"), {"kind": "flag", "name": "--enforce-eager"}, "vllm")
+    fix = {"kind": "flag", "name": "--attention-backend", "value": "triton"}
+    assert not same_fix(Change("flag", "--attention-backend", "flashinfer"), fix, "sglang")
+    # one knob, two releases' spellings
+    old = {"kind": "flag", "name": "--disable-cuda-graph", "value": None}
+    assert same_fix(Change("flag", "--cuda-graph-backend-decode", "disabled"), old, "sglang")
+    pkg = {"kind": "package", "name": "Flash_Attn", "value": "2.5.7"}
+    assert same_fix(Change("package", "flash-attn", "x"), pkg, None)
+    assert not same_fix(Change("package", "torch", "x"), pkg, None)
