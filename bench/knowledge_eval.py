@@ -44,7 +44,10 @@ def diagnose_all(src: Path, logs: list[Path]) -> list[dict[str, Any]]:
         env=env,
         check=False,
     )
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    outputs = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    if len(outputs) != len(logs):
+        raise SystemExit(f"{src}: diagnose failed: {proc.stderr.strip()[-500:]}")
+    return outputs
 
 
 def score(cases: list[dict[str, Any]], outputs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -73,7 +73,9 @@ def test_a_message_with_a_value_and_a_limit_proposes_the_limit() -> None:
 
 
 def test_fix_matching_by_name_by_value_and_by_knob() -> None:
-    assert same_fix(Change("flag", "--enforce-eager"), {"kind": "flag", "name": "--enforce-eager"}, "vllm")
+    assert same_fix(
+        Change("flag", "--enforce-eager"), {"kind": "flag", "name": "--enforce-eager"}, "vllm"
+    )
     fix = {"kind": "flag", "name": "--attention-backend", "value": "triton"}
     assert not same_fix(Change("flag", "--attention-backend", "flashinfer"), fix, "sglang")
     # one knob, two releases' spellings

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from servedoctor.cli.app import app, fail, out
 from servedoctor.knowledge.docs import rule_markdown, rule_record
+from servedoctor.knowledge.mined import is_generated
 from servedoctor.knowledge.registry import default_registry
 from servedoctor.knowledge.selftest import run_examples
 
@@ -24,6 +25,10 @@ app.add_typer(rules_app, name="rules")
 def rules_list(
     ctx: typer.Context,
     json_: Annotated[bool, typer.Option("--json", help="Print every rule as JSON.")] = False,
+    all_: Annotated[
+        bool,
+        typer.Option("--all", help="Also list the rules generated from the engines' messages."),
+    ] = False,
 ) -> None:
     """List the knowledge rules."""
     if ctx.invoked_subcommand is not None:
@@ -38,7 +43,8 @@ def rules_list(
     table.add_column("name", overflow="fold")
     table.add_column("class", no_wrap=True)
     table.add_column("component", no_wrap=True)
-    for rule in registry:
+    shown = [r for r in registry if all_ or not is_generated(r)]
+    for rule in shown:
         table.add_row(
             rule.id,
             rule.name,
@@ -46,7 +52,9 @@ def rules_list(
             rule.labels.component or "·",
         )
     out.print(table)
-    out.print(f"{len(registry)} rules. `servedoctor rules show ID` explains one.")
+    hidden = len(registry) - len(shown)
+    more = f" (+{hidden} generated from the engines' own messages: --all)" if hidden else ""
+    out.print(f"{len(shown)} rules{more}. `servedoctor rules show ID` explains one.")
 
 
 @rules_app.command("show")

@@ -104,7 +104,7 @@ def score_case(case_dir: Path, score: Score) -> Diagnosis | None:
 
 def _score_changes(labels: dict[str, Any], diagnosis: Diagnosis, score: Score) -> None:
     engine = labels.get("engine") or diagnosis.engine
-    version = labels.get("engine_version") or None
+    version = labels.get("engine_version") or diagnosis.extras.get("engine_version")
     changes = [c for h in diagnosis.hypotheses for c in h.changes]
     if diagnosis.failed:
         score.failures += 1

@@ -108,7 +108,7 @@ def fill_up(hypotheses: list[Hypothesis], fallbacks: list[Hypothesis]) -> list[H
     """Add the class's generic changes (lower confidence) until there are ``ENOUGH``."""
     out = list(hypotheses)
     have = {(c.kind, c.name) for h in out for c in h.changes}
-    for extra in fallbacks:
+    for extra in sorted(fallbacks, key=lambda h: -h.confidence):
         if len(out) >= ENOUGH:
             break
         targets = {(c.kind, c.name) for c in extra.changes}

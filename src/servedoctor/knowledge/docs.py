@@ -42,8 +42,10 @@ def rule_markdown(rule: Rule, source: Path) -> str:
     if rule.changes:
         lines.append("## Suggested changes (one per trial)")
         for c in rule.changes:
-            shown = c.name if c.value is None else f"{c.name} {c.value}"
-            lines.append(f"- {c.kind} `{shown}` (confidence {c.confidence:.2f}): {c.cause}")
+            target = c.knob if c.knob else c.name
+            shown = target if c.value is None else f"{target} {c.value}"
+            what = "knob" if c.knob else c.kind
+            lines.append(f"- {what} `{shown}` (confidence {c.confidence:.2f}): {c.cause}")
     if rule.change_safety:
         lines += ["## Change safety", rule.change_safety.strip()]
     if rule.references:

@@ -39,10 +39,11 @@ def distribution_of_module(module: str) -> str | None:
 def distribution_of_path(path: str) -> str | None:
     """The distribution a file under site-packages belongs to (an extension's ``.so``)."""
     m = _SITE.search(path)
-    if m is None:
-        return None
-    name = m.group(1).split(".")[0]
-    return distribution_of_module(name)
+    if m is not None:
+        return distribution_of_module(m.group(1).split(".")[0])
+    # a bare extension file (``flash_attn_2_cuda.cpython-310-….so``): its module's owner
+    bare = re.match(r"^([A-Za-z_]\w*)\.(?:cpython|abi3)[\w.-]*\.so$", path.strip().split("/")[-1])
+    return distribution_of_module(bare.group(1)) if bare else None
 
 
 def package_of_library(library: str) -> str | None:

@@ -73,6 +73,12 @@ def load_rules(directory: Path | None = None) -> Registry:
                 )
             sources[rule.id] = path
             rules.append(rule)
+    if directory is None:
+        from servedoctor.knowledge.mined import MINED_DIR, mined_rules
+
+        for rule in mined_rules():
+            sources[rule.id] = MINED_DIR / f"{rule.when.engine[0]}.yaml"
+            rules.append(rule)
     return Registry(rules=tuple(rules), sources=sources)
 
 

@@ -17,7 +17,8 @@ from servedoctor.knowledge.knobs import vocabulary
 from servedoctor.model import ChangeKind
 from servedoctor.taxonomy import Component, ErrorClass, Phase
 
-RULE_ID = re.compile(r"^[A-Z]{2,6}\d{3}$")
+#: hand-written: AREA + 3 digits; generated from a mined message: ENGINE-<8 hex of its key>
+RULE_ID = re.compile(r"^(?:[A-Z]{2,6}\d{3}|[A-Z]{2,6}-[0-9A-F]{8})$")
 KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 
