@@ -54,6 +54,11 @@ bench: install-test
 	$(BIN)/python bench/archscan_speed.py
 	$(BIN)/python bench/fix_scenarios.py --corpus $(SHARED)/corpus/dev
 	$(BIN)/python bench/launch_overhead.py
+	@# knowledge and replay, against the previous release when PREV_SRC names its src/
+	$(BIN)/python bench/knowledge_eval.py $(if $(PREV_SRC),--baseline-src $(PREV_SRC)) \
+		$(SHARED)/corpus/dev tests/corpus/holdout*
+	$(BIN)/python bench/replay_resolved.py $(if $(PREV_SRC),--baseline-src $(PREV_SRC)) \
+		tests/corpus/holdout*
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,62 @@
+"""Stand-in for a real server whose failure was resolved in a public thread.
+
+Run under the engine's own command line (``standin_resolved.py vllm serve /m --flag …``), it
+behaves like that engine at the case's release: a flag its parser (the inventory) does not
+have is refused the way argparse refuses it; with the fix the thread confirmed applied (the
+same flag or variable, or the same knob in another spelling), it starts; otherwise it prints
+the real log of the failure and exits 1. The case folder comes from STANDIN_CASE.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import yaml
+
+from servedoctor.diagnose.fixmatch import same_fix
+from servedoctor.engines.inventory import inventory
+from servedoctor.model import Change
+
+READY = {
+    "sglang": "The server is fired up and ready to roll!",
+    "vllm": "INFO:     Application startup complete.",
+    "tgi": "INFO text_generation_router: Connected",
+}
+
+
+def settings(argv: list[str]) -> list[Change]:
+    out: list[Change] = []
+    for i, token in enumerate(argv):
+        if token.startswith("--"):
+            name, _, inline = token.partition("=")
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            value = inline or (nxt if nxt is not None and not nxt.startswith("--") else None)
+            out.append(Change("flag", name, value))
+    out += [Change("env", k, v) for k, v in os.environ.items() if k.isupper()]
+    return out
+
+
+def main() -> int:
+    case = Path(os.environ["STANDIN_CASE"])
+    labels = yaml.safe_load((case / "case.yaml").read_text(encoding="utf-8"))
+    engine, fix = labels["engine"], labels["fix"]
+    argv = sys.argv[1:]
+    inv = inventory(engine)
+    if inv is not None:
+        known = inv.resolve(labels.get("engine_version"))
+        for change in settings(argv):
+            if change.kind == "flag" and inv.flag(change.name, known) is None:
+                print(f"usage: {engine} [options]", file=sys.stderr)
+                print(f"{engine}: error: unrecognized arguments: {change.name}", file=sys.stderr)
+                return 2
+    if any(same_fix(change, fix, engine) for change in settings(argv)):
+        print(READY.get(engine, "INFO:     Uvicorn running on http://127.0.0.1:8000"))
+        return 0
+    sys.stdout.write((case / "log.txt").read_text(encoding="utf-8", errors="replace"))
+    return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
