@@ -43,42 +43,49 @@ def cases(corpora: Sequence[Path]) -> list[Path]:
         for case in sorted(p for p in corpus.iterdir() if (p / "case.yaml").is_file()):
             labels = yaml.safe_load((case / "case.yaml").read_text(encoding="utf-8"))
             fix = labels.get("fix")
-            if isinstance(fix, dict) and fix.get("kind") in ("flag", "env"):
-                if labels.get("engine") in BASE:
-                    found.append(case)
+            flag_or_env = isinstance(fix, dict) and fix.get("kind") in ("flag", "env")
+            if flag_or_env and labels.get("engine") in BASE:
+                found.append(case)
     return found
+
+
+class StandinLauncher:
+    """Starts the stand-in for one case and diagnoses what it printed (as ``launch`` does)."""
+
+    def __init__(self, case: Path, engine: str) -> None:
+        self.case, self.engine = case, engine
+        self.runs = Path(tempfile.mkdtemp(prefix="replay-"))
+        self.launches = 0
+
+    def __call__(self, argv: Sequence[str], env: Mapping[str, str]) -> Any:
+        from servedoctor.diagnose import diagnose_path
+        from servedoctor.experiments.trial import LaunchReport
+
+        self.launches += 1
+        log = self.runs / f"run{self.launches}.log"
+        proc = subprocess.run(
+            list(argv),
+            env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(SRC), **env,
+                 "STANDIN_CASE": str(self.case)},
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        log.write_text(proc.stdout + proc.stderr, encoding="utf-8")
+        if proc.returncode == 0:
+            return LaunchReport("healthy", None, 3.0, exit_code=0, run_dir=str(self.runs))
+        diagnosis = diagnose_path(log, engine=self.engine)
+        return LaunchReport("failed", diagnosis, 2.0, exit_code=proc.returncode)
 
 
 def work(case_dirs: list[Path]) -> list[dict[str, Any]]:
     """Run in a process whose servedoctor is the tree under test."""
-    from servedoctor.diagnose import diagnose_path
     from servedoctor.experiments.command import parse
     from servedoctor.experiments.planner import Planner
     from servedoctor.experiments.runner import TrialRunner
-    from servedoctor.experiments.trial import LaunchReport
 
     results = []
     for case in case_dirs:
         labels = yaml.safe_load((case / "case.yaml").read_text(encoding="utf-8"))
-        runs = Path(tempfile.mkdtemp(prefix="replay-"))
-        launches = 0
-
-        def launch(argv: Sequence[str], env: Mapping[str, str]) -> LaunchReport:
-            nonlocal launches
-            launches += 1
-            log = runs / f"run{launches}.log"
-            proc = subprocess.run(
-                list(argv),
-                env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(SRC), **env,
-                     "STANDIN_CASE": str(case)},
-                capture_output=True, text=True, timeout=120, check=False,
-            )  # fmt: skip
-            log.write_text(proc.stdout + proc.stderr, encoding="utf-8")
-            if proc.returncode == 0:
-                return LaunchReport("healthy", None, 3.0, exit_code=0, run_dir=str(runs))
-            diagnosis = diagnose_path(log, engine=labels["engine"])
-            return LaunchReport("failed", diagnosis, 2.0, exit_code=proc.returncode)
-
+        launch = StandinLauncher(case, labels["engine"])
         command = parse([sys.executable, str(STANDIN), *BASE[labels["engine"]]])
         # one more than the budget: the re-run that confirms a healthy trial
         planner = Planner(command, TrialRunner(command, launch), max_trials=MAX_TRIALS + 1)
