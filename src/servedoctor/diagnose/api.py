@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from servedoctor.diagnose.hypotheses import fill_up, from_hits, localise, rank, why_none
 from servedoctor.diagnose.locate import locate
@@ -58,7 +58,7 @@ def _open_log(path: str | Path) -> Iterator[tuple[str, BinaryIO]]:
     """The log's display name and byte stream, after the checks that make it bad input."""
     name = str(path)
     if name == "-":
-        yield "<stdin>", sys.stdin.buffer
+        yield "<stdin>", _checked_stdin()
         return
     p = Path(path)
     if not p.exists():
@@ -76,6 +76,38 @@ def _open_log(path: str | Path) -> Iterator[tuple[str, BinaryIO]]:
         raise UserError(f"{name}: cannot read ({exc.strerror})") from exc
     except IsADirectoryError as exc:
         raise UserError(f"{name}: is a directory, not a log file") from exc
+
+
+def _checked_stdin() -> BinaryIO:
+    """Standard input after the same checks a file gets (empty, binary)."""
+    stream = sys.stdin.buffer
+    head = stream.read(8192)
+    if not head:
+        raise UserError("<stdin>: empty input, nothing to diagnose")
+    if _looks_binary(head):
+        raise UserError("<stdin>: binary input, not a text log")
+    return io.BufferedReader(_Prepend(head, stream))
+
+
+class _Prepend(io.RawIOBase):
+    """A stream that first yields ``head`` (already read to check it), then the rest."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        self._head, self._rest = head, rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer)
+        if self._head:
+            n = min(len(view), len(self._head))
+            view[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        data = self._rest.read(len(view))
+        view[: len(data)] = data
+        return len(data)
 
 
 def diagnose_text(

@@ -44,6 +44,10 @@ class Registry:
 def _load_file(path: Path) -> list[Rule]:
     try:
         raw = load_yaml(path)
+    except UnicodeDecodeError as exc:
+        raise RuleFileError(
+            f"{path}: not UTF-8 text (byte {exc.start}); rules are UTF-8 YAML"
+        ) from exc
     except (OSError, yaml.YAMLError) as exc:
         raise RuleFileError(f"{path}: not readable YAML: {' '.join(str(exc).split())}") from exc
     docs = raw if isinstance(raw, list) else [raw]

@@ -7,6 +7,7 @@ as one line. The summary is built from a :class:`RunResult`, so ``--json`` and t
 
 from __future__ import annotations
 
+import re
 import time
 from types import TracebackType
 from typing import Any
@@ -78,12 +79,13 @@ class LiveDisplay:
         elif event.kind == "gpu" and "used_mib" in data:
             self.gpu_mib = float(data["used_mib"])
         elif event.kind == "line":
-            self.last_line = event.message[-160:]
+            self.last_line = printable(event.message)[-160:]
         elif event.kind in ("probe", "ready", "failure", "teardown"):
             self.status = event.message
         if not self.live_mode and event.kind in _PLAIN_EVENTS and not _is_gpu_sample(event):
             self.console.print(
-                f"[dim]{event.t:7.1f}s[/] [bold]{escape(event.phase)}[/] {escape(event.message)}",
+                f"[dim]{event.t:7.1f}s[/] [bold]{escape(event.phase)}[/] "
+                f"{escape(printable(event.message))}",
                 highlight=False,
             )
 
@@ -112,6 +114,21 @@ class LiveDisplay:
         if self.last_line:
             parts.append(Text(self.last_line, style="dim", overflow="ellipsis", no_wrap=True))
         return Group(*parts)
+
+
+#: Terminal control from the server's output: CSI and OSC escape sequences (colours, window
+#: titles, cursor moves) and other C0 control characters. Shown text never carries them.
+_CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, clear screen
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: window title, hyperlinks
+    r"|\x1b[@-_]?"  # other escapes
+    r"|[\x00-\x08\x0b-\x1f\x7f\x9b]"  # C0 controls (tab and newline kept), DEL, CSI
+)
+
+
+def printable(text: str) -> str:
+    """``text`` with terminal escape sequences and control characters removed."""
+    return _CONTROL.sub("", text)
 
 
 def _is_gpu_sample(event: LaunchEvent) -> bool:
