@@ -103,8 +103,8 @@ def _direct(spec: ChangeSpec, groups: Mapping[str, str], setting: Setting) -> Ch
         value = fill(spec.default, groups, lookup)
     if name is None or (spec.value is not None and value is None):
         return None
-    if spec.kind == "flag" and not _flag_exists(name, setting):
-        return None
+    if spec.kind == "flag" and (not name.startswith("-") or not _flag_exists(name, setting)):
+        return None  # not a flag (a captured env var name), or not one this engine has
     return Change(kind=spec.kind, name=name, value=value)
 
 
