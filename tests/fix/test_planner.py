@@ -84,12 +84,12 @@ def test_async_failure_probes_first_and_its_sharper_diagnosis_adds_candidates() 
 
 def test_needs_two_changes_that_each_alone_fail_the_same_way_found_by_combination() -> None:
     # Both flags must go; dropping either alone changes the failure; ddmin keeps both.
-    a = Change("flag", "--tp-size", REMOVE)
+    a = Change("flag", "--attention-backend", REMOVE)
     b = Change("flag", "--enable-torch-compile", REMOVE)
     world = FakeWorld([
-        Fault(lambda argv, env: "--tp-size" in argv and "--enable-torch-compile" in argv,
+        Fault(lambda argv, env: "--attention-backend" in argv and "--enable-torch-compile" in argv,
               diag("nccl_error", "startup")),
-        Fault(lambda argv, env: "--tp-size" in argv, diag("hang", "startup")),
+        Fault(lambda argv, env: "--attention-backend" in argv, diag("hang", "startup")),
         Fault(lambda argv, env: "--enable-torch-compile" in argv, diag("triton_error", "startup")),
     ])  # fmt: skip
     _, result = solve(world)
