@@ -20,6 +20,7 @@ from servedoctor.logs.model import Frame
 from servedoctor.logs.scan import Scanner, ScanStats
 from servedoctor.model import Diagnosis, Evidence
 from servedoctor.redact import redact_text
+from servedoctor.textclip import clip
 
 #: Error class when no rule classifies a failure event, by event kind.
 KIND_CLASS: dict[str, str] = {
@@ -373,7 +374,7 @@ def _summary(
 ) -> str:
     where = f" in {component}" if component and component != "unknown" else ""
     who = f" ({culprit})" if culprit else ""
-    what = f": {root_text.text.strip()[:160]}" if root_text else ""
+    what = f": {clip(root_text.text, 160)}" if root_text else ""
     text = f"{error_class} during {phase or 'an unknown phase'}{where}{who}{what}"
     if sync_frame is not None:
         where = f"{Path(sync_frame.file).name}:{sync_frame.func}"

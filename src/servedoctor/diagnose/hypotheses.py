@@ -13,6 +13,7 @@ from servedoctor.diagnose.observe import Observations, normalise_flag
 from servedoctor.knowledge.propose import Setting, fill_text, propose
 from servedoctor.logs.model import Frame
 from servedoctor.model import Change, Hypothesis
+from servedoctor.textclip import clip
 
 LOCALISE_ID = "LOCALISE"
 
@@ -59,7 +60,7 @@ def from_hits(hits: list[Hit], obs: Observations, *, root: Hit | None) -> list[H
 def _why(hit: Hit) -> str:
     if hit.text is None:
         return f"{hit.rule.name}: conditions in effect"
-    return f"{hit.rule.name}: line {hit.text.line}: {hit.text.text.strip()[:160]}"
+    return f"{hit.rule.name}: line {hit.text.line}: {clip(hit.text.text, 160)}"
 
 
 def localise(sync_frame: Frame | None, error_class: str, obs: Observations) -> Hypothesis | None:

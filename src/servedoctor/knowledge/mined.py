@@ -23,6 +23,7 @@ from servedoctor.engines.adapter import knobs_of
 from servedoctor.engines.inventory import inventory
 from servedoctor.knowledge.knobs import knob
 from servedoctor.knowledge.schema import ChangeSpec, Rule
+from servedoctor.textclip import clip
 
 MINED_DIR = Path(__file__).parent / "mined"
 #: Where each engine's source is public, for the rule's reference.
@@ -97,7 +98,7 @@ def rule_of(engine: str, message: dict[str, Any]) -> Rule | None:
     key = str(message["key"]).split(":")[-1].upper()
     template = " ".join(str(message["template"]).split())
     versions = [str(v) for v in message.get("versions", [])]
-    cause = f"{engine}'s own check says so: {template[:160]}"
+    cause = f"{engine}'s own check says so: {clip(template, 160)}"
     changes = [c for a in message.get("advice", []) if (c := _change(engine, a, cause)) is not None]
     if not changes:
         return None
@@ -114,7 +115,7 @@ def rule_of(engine: str, message: dict[str, Any]) -> Rule | None:
         priority=20,
         match=[str(message["pattern"])],
         when={"engine": [engine]},
-        what=f"{engine}'s own message (releases {', '.join(versions)}): {template[:200]}",
+        what=f"{engine}'s own message (releases {', '.join(versions)}): {clip(template, 200)}",
         why=f"{engine} checks this condition in {message.get('source')} and names the setting.",
         fix=f"What the message advises: {advice}.",
         changes=changes,

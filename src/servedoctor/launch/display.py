@@ -22,6 +22,7 @@ from rich.text import Text
 from servedoctor.launch.process import describe_exit
 from servedoctor.launch.types import LaunchEvent, RunResult, SmokeResult
 from servedoctor.redact import redact_text
+from servedoctor.textclip import clip
 
 _OUTCOME_STYLE = {"healthy": "bold green", "failed": "bold red", "interrupted": "bold yellow"}
 _PLAIN_EVENTS = frozenset({"started", "phase", "ready", "probe", "failure", "teardown", "gpu"})
@@ -177,7 +178,8 @@ def render_result(result: RunResult) -> RenderableType:
         if d.summary:
             parts.append(Text("  " + d.summary))
         for ev in d.evidence[:8]:
-            parts.append(Text(f"  {d.file}:{ev.line}: {redact_text(ev.text)[:200]}", style="dim"))
+            shown = clip(redact_text(ev.text), 200)
+            parts.append(Text(f"  {d.file}:{ev.line}: {shown}", style="dim"))
         for h in d.hypotheses[:3]:
             change = "; ".join(c.describe() for c in h.changes) or "(observation)"
             parts.append(Text(f"  try: {change} — {h.cause} ({h.confidence:.0%})"))
