@@ -204,6 +204,7 @@ def test_every_preflight_rule_has_a_case() -> None:
         "PRE006",
         "PRE007",  # tests/env/test_env_serverenv.py
         "PRE008",
+        "PRE009",
         "ARCH120",
         "ARCH121",
         "ARCH122",

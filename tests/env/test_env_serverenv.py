@@ -56,3 +56,42 @@ def test_cuda_device_with_a_cpu_torch_is_blocking() -> None:
     else:
         assert "PRE008" not in risks
     assert "PRE008" not in _risks([*argv[:-1], "cpu"])
+
+
+def _venv_with(tmp_path: Path, name: str, version: str, requires: list[str]) -> str:
+    """A venv (seeing this one's packages) where a distribution declares ``requires``."""
+    import subprocess
+    import sysconfig
+
+    env = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages",
+                    str(env)], check=True)  # fmt: skip
+    python = env / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    info = Path(purelib) / f"{name}-{version}.dist-info"
+    info.mkdir(parents=True)
+    lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    lines += [f"Requires-Dist: {r}" for r in requires]
+    (info / "METADATA").write_text("\n".join(lines) + "\n")
+    assert sysconfig.get_paths()["purelib"] != purelib  # not servedoctor's own
+    return str(python)
+
+
+def test_the_engines_own_pins_are_checked_where_it_runs(tmp_path: Path) -> None:
+    from servedoctor.env.implfacts import pin_facts
+
+    python = _venv_with(tmp_path, "lmdeploy", "0.9.0",
+                        ["packaging<1", "pyyaml>=1", "torch==1.0", "notinstalled>=1",
+                         "pydantic<1; extra == 'old'"])  # fmt: skip
+    facts = pin_facts("lmdeploy", python)
+    assert len(facts) == 1 and facts[0].startswith(
+        "pin-violated: lmdeploy 0.9.0 requires packaging<1"
+    )
+    assert pin_facts("lmdeploy", sys.executable) == []  # not installed in servedoctor's own
+    report = run_preflight([python, "-m", "lmdeploy", "serve", "api_server", "/m"],
+                           fingerprint=Fingerprint(), scan=False, environ={})  # fmt: skip
+    (risk,) = [r for r in report.risks if r.rule == "PRE009"]
+    assert risk.changes[0].name == "packaging" and risk.changes[0].value == "<1"

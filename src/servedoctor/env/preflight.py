@@ -18,7 +18,7 @@ from servedoctor.env.arch import Arch
 from servedoctor.env.archjudge import Judgement, judge
 from servedoctor.env.fatbin import scan_file
 from servedoctor.env.fingerprint import Fingerprint
-from servedoctor.env.implfacts import device_facts, implementation_facts
+from servedoctor.env.implfacts import device_facts, implementation_facts, pin_facts
 from servedoctor.env.ptx import Version, parse_version
 from servedoctor.env.serverenv import server_interpreter
 from servedoctor.env.stack import stack_libraries
@@ -276,6 +276,7 @@ def run_preflight(
     python = server_interpreter(command.command.argv)
     facts += implementation_facts(command.value_of, python)
     facts += device_facts(command.value_of, python)
+    facts += pin_facts(engine, python)
     all_rules = rules if rules is not None else default_registry().area("preflight")
     risks = evaluate(all_rules, facts=facts, command=command, engine=engine, gpu=gpu)
     return PreflightReport(

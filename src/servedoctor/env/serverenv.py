@@ -79,3 +79,38 @@ def torch_build(python: str) -> tuple[str, str | None] | None:
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
         return None
     return str(version), (str(cuda) if cuda else None)
+
+
+_PINS = """
+import json, sys
+from importlib import metadata
+dist = sys.argv[1]
+try:
+    own = metadata.version(dist)
+    requires = metadata.requires(dist) or []
+except metadata.PackageNotFoundError:
+    print(json.dumps(None)); raise SystemExit
+installed = {}
+for line in requires:
+    name = line.split(";")[0].split("[")[0]
+    for sep in "<>=!~ (":
+        name = name.split(sep)[0]
+    try:
+        installed[name] = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        installed[name] = None
+print(json.dumps({"version": own, "requires": requires, "installed": installed}))
+"""
+
+
+def declared_pins(python: str, distribution: str) -> dict[str, object] | None:
+    """The distribution's own requirements and the installed versions of what they name,
+    read in ``python`` (None when the distribution is not installed there)."""
+    try:
+        proc = subprocess.run(
+            [python, "-c", _PINS, distribution], capture_output=True, text=True, timeout=60
+        )
+        found = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        return None
+    return found if isinstance(found, dict) else None
