@@ -133,3 +133,12 @@ def test_usage_errors_are_one_line_and_exit_2(args: tuple[str, ...]) -> None:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("servedoctor: ")
     assert "Traceback" not in proc.stderr
+
+
+def test_version_and_the_hint_for_a_server_option_given_before_the_separator() -> None:
+    version = run("--version")
+    assert version.returncode == 0 and version.stdout.startswith("servedoctor ")
+    misplaced = run("launch", "--port", "8000")
+    assert misplaced.returncode == 2
+    assert "put the server command after --" in misplaced.stderr
+    assert len(misplaced.stderr.strip().splitlines()) == 1

@@ -62,6 +62,9 @@ def test_fix_finds_the_one_breaking_flag_among_harmless_ones(
     assert result["outcome"] == "fixed"
     assert _dropped(result) == {"--attn-implementation"}
     assert result["trials_to_healthy"] <= 2
+    # the command that works, as argv to run again: the flag is gone, the rest is kept
+    working = result["command"]["argv"]
+    assert "--attn-implementation" not in working and str(models["healthy"]) in working
     candidates = [t for t in result["trials"] if t["role"] == "candidate"]
     assert all(len(t["changes"]) == 1 for t in candidates)
     assert result["trials"][0]["outcome"] == "failed"

@@ -7,7 +7,11 @@ import sys
 import typer
 from rich.console import Console
 from typer import Abort
-from typer._click.exceptions import ClickException, NoArgsIsHelpError  # typer's own click
+from typer._click.exceptions import (  # typer's own click
+    ClickException,
+    NoArgsIsHelpError,
+    NoSuchOption,
+)
 
 from servedoctor.errors import UserError
 
@@ -15,10 +19,13 @@ app = typer.Typer(
     name="servedoctor",
     help="Bring LLM inference servers up on new GPUs; say, with evidence, why they crash.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+#: Verbs that take a server command after ``--``: an unknown option there is the server's.
+SERVER_COMMAND_VERBS = ("launch", "fix", "preflight", "compare", "env", "archscan")
 
 out = Console(soft_wrap=False)
 err = Console(stderr=True, soft_wrap=True)
@@ -47,6 +54,37 @@ def run_app(argv: list[str] | None = None) -> None:
     except ClickException as exc:
         ctx = getattr(exc, "ctx", None)  # usage errors know the command they belong to
         hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        path = ctx.command_path if ctx is not None else ""
+        if isinstance(exc, NoSuchOption) and path.rpartition(" ")[2] in SERVER_COMMAND_VERBS:
+            hint = (
+                " (an option of the server? put the server command after --: "
+                f"'{path} [OPTIONS] -- CMD ...')"
+            )
         err.print(f"servedoctor: {exc.format_message()}{hint}", highlight=False, markup=False)
         sys.exit(exc.exit_code)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            out.print(f"servedoctor {version('servedoctor')}", highlight=False)
+        except PackageNotFoundError:
+            out.print("servedoctor (not installed as a package)", highlight=False)
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    show_version: bool = typer.Option(
+        False,
+        "--version",
+        "-V",
+        help="Print the version and exit.",
+        is_eager=True,
+        callback=_version,
+    ),
+) -> None:
+    """Bring LLM inference servers up on new GPUs; say, with evidence, why they crash."""

@@ -11,6 +11,7 @@ from servedoctor.cli.app import app, out
 from servedoctor.errors import UserError
 from servedoctor.findings.export import render_markdown
 from servedoctor.findings.store import FindingsStore, StoredRun, store_path
+from servedoctor.redact import redact_url
 
 findings_app = typer.Typer(
     help="List what fix sessions tried and found (the findings store).",
@@ -30,7 +31,7 @@ def _read(store: str | None, limit: int | None) -> tuple[list[StoredRun], str]:
         if store:
             raise UserError(f"no findings store at {store}")
         return [], str(store_path(store))
-    return fs.runs(limit=limit), fs.url
+    return fs.runs(limit=limit), redact_url(fs.url)
 
 
 @findings_app.callback()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import shlex
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import typer
@@ -14,7 +16,7 @@ from servedoctor.cli import findings_cmd  # noqa: F401  (registers `findings`)
 from servedoctor.cli.app import app, err, out
 from servedoctor.errors import UserError
 from servedoctor.experiments.candidates import Candidate, build_candidates
-from servedoctor.experiments.command import parse
+from servedoctor.experiments.command import CommandLike, parse
 from servedoctor.experiments.fingerprint import current_fingerprint
 from servedoctor.experiments.launching import TrialLaunchOptions, supervised_launcher
 from servedoctor.experiments.planner import FixResult, PlanEvent, Planner
@@ -23,7 +25,7 @@ from servedoctor.experiments.trial import Trial
 from servedoctor.findings.store import FindingsStore, StoredRun
 from servedoctor.launch.process import check_command
 from servedoctor.model import Change
-from servedoctor.redact import MASK, redact_argv
+from servedoctor.redact import MASK, redact_argv, redact_env, redact_url
 
 _OUTCOME_STYLE = {
     "healthy": "bold green",
@@ -248,7 +250,7 @@ def fix(
     )
     if not (quiet or json_out):
         err.print(
-            f"servedoctor fix: {cmd.engine} · session {session_id} · store {fs.url}"
+            f"servedoctor fix: {cmd.engine} · session {session_id} · store {redact_url(fs.url)}"
             + (f" · resuming after {len(stored)} stored trials" if stored else ""),
             highlight=False,
         )
@@ -263,21 +265,47 @@ def fix(
     )
     elapsed = time.monotonic() - started
 
+    working = _working_command(cmd, result.changes) if result.outcome == "fixed" else None
     if json_out:
         data = {"session": session_id, **result.to_dict(), "elapsed_s": round(elapsed, 2)}
+        if working is not None:
+            data["command"] = {"argv": working[0], "env": working[1]}
         out.print_json(json.dumps(data))
     elif result.outcome == "fixed":
         n = sum(1 for t in result.trials if t.role != "baseline")
         plural = "s" if len(result.changes) != 1 else ""
+        needed = "it is needed" if len(result.changes) == 1 else "each one is needed"
         _say(
             out,
             ("fixed", "bold green"),
             f": {_describe(result.changes)}  ({len(result.changes)} change{plural}, "
-            f"1-minimal; {n} trials, {elapsed:.0f} s)",
+            f"{needed}; {n} trials, {elapsed:.0f} s)",
         )
+        if working is not None:
+            _say(out, ("the command that works:", "bold"))
+            _say(out, "  " + shell_line(*working))
     else:
         _say(out, ("not fixed", "bold red"), f": {result.reason}")
     if result.interrupted:
-        err.print(f"interrupted: resume with  servedoctor fix --resume --run {session_id}")
+        where = f" --store {shlex.quote(redact_url(store))}" if store else ""
+        err.print(
+            f"interrupted: resume with  servedoctor fix --resume{where} --run {session_id}",
+            highlight=False,
+        )
         raise typer.Exit(130)
     raise typer.Exit(0 if result.outcome == "fixed" else 1)
+
+
+def _working_command(
+    cmd: CommandLike, changes: Sequence[Change]
+) -> tuple[list[str], dict[str, str]]:
+    """The server command with the fix applied: argv and the environment it changes."""
+    for change in changes:
+        cmd = cmd.apply(change)
+    return cmd.render(), dict(cmd.env)
+
+
+def shell_line(argv: Sequence[str], env: Mapping[str, str]) -> str:
+    """One line to paste into a shell (quoted; secrets masked)."""
+    prefix = [f"{k}={v}" for k, v in redact_env(env).items()]
+    return shlex.join([*prefix, *redact_argv(argv)])
