@@ -1,5 +1,9 @@
 """Tables of the findings store (SQLAlchemy 2.0 ORM; portable types only, so SQLite and
-PostgreSQL both work): runs, trials, fingerprints, changes, outcomes."""
+PostgreSQL both work): runs, trials, fingerprints, changes, outcomes.
+
+These classes describe the head revision; the database gets there through the Alembic
+migrations in ``migrations/versions`` (a change here needs a new revision there).
+"""
 
 from __future__ import annotations
 
@@ -79,6 +83,11 @@ class RunRow(Base):
     summary: Mapped[str] = mapped_column(Text, default="")
     reason: Mapped[str] = mapped_column(Text, default="")
     fix: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    # the lease: which process runs this session now, and when it last said so (revision 0002)
+    owner_host: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    owner_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    owner_started: Mapped[float | None] = mapped_column(Float, nullable=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
     fingerprint: Mapped[FingerprintRow | None] = relationship()
     trials: Mapped[list[TrialRow]] = relationship(
