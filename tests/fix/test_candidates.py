@@ -14,7 +14,9 @@ CMD = [
 ]  # fmt: skip
 
 
-def test_every_non_default_flag_is_a_drop_candidate_but_never_host_port_model_or_parallelism() -> None:
+def test_every_non_default_flag_is_a_drop_candidate_but_never_host_port_model_or_parallelism() -> (
+    None
+):
     cands = build_candidates(
         diagnosis=diag("other", "load"), command=parse(CMD), base_cost_s=10, rules=EMPTY
     )

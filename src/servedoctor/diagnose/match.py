@@ -58,6 +58,8 @@ def match_rules(
 ) -> list[Hit]:
     """Hits of ``rules``; with ``contextual`` only the rules that need a diagnosis first."""
     hits: list[Hit] = []
+    every = _split(obs.texts)  # shared by the rules; repeats of a string left out
+    distinct = every[0] + every[1]
     for rule in rules:
         if rule.status == "removed" or rule.area != "diagnose":
             continue
@@ -77,35 +79,78 @@ def match_rules(
         if not _static_conditions_hold(rule, obs, arch):
             continue
         if rule.match_all and not all(
-            any(r.search(t.text) for t in obs.texts) for r in rule.match_all_re
+            any(_search(r, t) for t in distinct) for r in rule.match_all_re
         ):
             continue
         if not rule.match:
             hits.append(Hit(rule=rule, text=None, groups={}))
             continue
-        texts = obs.texts
         if rule.when.at_end:
-            texts = [t for t in texts if t.line > obs.last_line - rule.when.at_end]
-        hit = _first_text(rule, texts)
+            split = _split([t for t in obs.texts if t.line > obs.last_line - rule.when.at_end])
+        else:
+            split = every
+        hit = _first_text(rule, split)
         if hit is not None:
             hits.append(hit)
     return hits
 
 
-def _first_text(rule: Rule, texts: list[Text]) -> Hit | None:
+def _first_text(rule: Rule, split: tuple[list[Text], list[Text]]) -> Hit | None:
     """The earliest matching text; error lines are preferred over the code shown in frames."""
-    return _scan(rule, [t for t in texts if t.role != "frame"]) or _scan(
-        rule, [t for t in texts if t.role == "frame"]
-    )
+    lines, frames = split
+    return _scan(rule, lines) or _scan(rule, frames)
+
+
+def _split(texts: list[Text]) -> tuple[list[Text], list[Text]]:
+    """Non-frame and frame texts, each without later repeats of a string.
+
+    A rule that did not match a string does not match it again, so the first text of each
+    string is all :func:`_scan` needs.
+    """
+    distinct = _distinct(texts)
+    return [t for t in distinct if t.role != "frame"], [t for t in distinct if t.role == "frame"]
+
+
+def _distinct(texts: list[Text]) -> list[Text]:
+    firsts: dict[tuple[str, bool], Text] = {}
+    for t in texts:
+        firsts.setdefault((t.text, t.role == "frame"), t)
+    return list(firsts.values())
+
+
+_LEADING_ANY = re.compile(r"^(?:\(\?P<\w+>\.\*\??\)|\.\*\??)")
+_GUARDS: dict[str, re.Pattern[str] | None] = {}
+
+
+def _search(regex: re.Pattern[str], text: Text) -> re.Match[str] | None:
+    """``regex.search``, but a pattern that starts with ``.*?`` is first tried without it.
+
+    Such a search is quadratic in the length of a text that does not match (every start,
+    every length); what follows the ``.*?`` must match somewhere for the whole to match,
+    and finding that is linear.
+    """
+    if regex.pattern not in _GUARDS:
+        m = _LEADING_ANY.match(regex.pattern)
+        rest = regex.pattern[m.end() :] if m else ""
+        if re.search(r"\\\d|\(\?P=", rest):
+            rest = ""  # a back-reference: the groups would be numbered differently
+        try:
+            _GUARDS[regex.pattern] = re.compile(rest, regex.flags) if rest else None
+        except re.error:
+            _GUARDS[regex.pattern] = None
+    guard = _GUARDS[regex.pattern]
+    if guard is not None and guard.search(text.text) is None:
+        return None
+    return regex.search(text.text)
 
 
 def _scan(rule: Rule, texts: list[Text]) -> Hit | None:
     for text in texts:
         for regex in rule.match_re:
-            m = regex.search(text.text)
+            m = _search(regex, text)
             if m is None:
                 continue
-            if any(u.search(text.text) for u in rule.unless_re):
+            if any(_search(u, text) for u in rule.unless_re):
                 break
             groups = {k: v for k, v in m.groupdict().items() if v is not None}
             return Hit(rule=rule, text=text, groups=groups)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from servedoctor.engines import EngineSpec, all_engines
@@ -41,6 +42,9 @@ _NOTABLE = re.compile(
     r"insufficient|undefined symbol|cannot|could not|unable to|no module|not found|time(?:d )?out|"
     r"killed|abort|panic|invalid|mismatch|refused|denied|in use|\bnan\b|not implemented"
 )
+#: Distinct line texts whose screening verdicts are remembered (then forgotten at once).
+VERDICTS_KEPT = 4096
+VERDICT_TEXT_CHARS = 400
 _LOUD_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL", "E", "F", "WARN", "WARNING", "W"})
 
 
@@ -55,6 +59,7 @@ class EventExtractor:
         self._asserts: dict[tuple[str, str], Event] = {}
         self._signal_counts: dict[tuple[str, str], int] = {}
         self._orphan_code: dict[str | None, tuple[int, str]] = {}
+        self._verdicts: dict[str, tuple[bool, bool, bool, bool]] = {}
 
     # Each handler returns True when it consumed the line.
     def feed(self, line: Line) -> Iterator[Event]:
@@ -236,9 +241,31 @@ class EventExtractor:
         if tb is not None and (tb.frames or tb.exc_type or tb.header_text):
             yield tb.event()
 
+    def _screen(self, text: str) -> tuple[bool, bool, bool, bool]:
+        """Whether ``text`` may be a kernel assertion, a phase marker, a config line or a
+        signal: the costly combined searches, remembered for lines that repeat (the frames
+        and code lines of the same traceback printed again and again)."""
+        verdict = self._verdicts.get(text)
+        if verdict is not None:
+            return verdict
+        if KERNEL_ASSERT.search(text) is not None:
+            return True, False, False, False  # the rest is not looked at
+        verdict = (
+            False,
+            self._index.any_marker.search(text) is not None,
+            self._index.any_config.search(text) is not None,
+            any_signal().search(text) is not None,
+        )
+        if len(text) <= VERDICT_TEXT_CHARS:
+            if len(self._verdicts) >= VERDICTS_KEPT:
+                self._verdicts.clear()
+            self._verdicts[text] = verdict
+        return verdict
+
     def _one_liners(self, line: Line, *, inside_traceback: bool = False) -> Iterator[Event]:
         text = line.text
-        m = KERNEL_ASSERT.search(text)
+        maybe_assert, maybe_marker, maybe_config, maybe_signal = self._screen(text)
+        m = KERNEL_ASSERT.search(text) if maybe_assert else None
         if m:
             fold = (m.group("kernel").strip(), m.group("cond"))
             known = self._asserts.get(fold)
@@ -265,11 +292,11 @@ class EventExtractor:
                     count=known.count + 1,
                 )
             return
-        if self._index.any_marker.search(text):
+        if maybe_marker:
             for spec, marker in self._index.markers:
                 if marker.regex.search(text):
                     yield phase_event(line, spec, marker)
-        if self._index.any_config.search(text):
+        if maybe_config:
             for spec in self.engines:
                 if any(r.search(text) for r in spec.config_re):
                     yield Event(
@@ -281,7 +308,7 @@ class EventExtractor:
                     )
                     break
         matched_signal = False
-        for signal in signals() if any_signal().search(text) else ():
+        for signal in signals() if maybe_signal else ():
             sm = signal.regex.search(text)
             if sm is None:
                 continue
@@ -331,37 +358,133 @@ class EventExtractor:
 
 MAX_EVENTS = 20_000
 TAIL_LINES = 16
+#: Kinds whose repeats fold: the first occurrence counts them, the latest stays as well.
+FOLD_KINDS = frozenset({"traceback", "stack", "exception", "notable", "warning"})
+_DIGITS = re.compile(r"\d+")
+
+
+def _signature(event: Event) -> tuple[Any, ...] | None:
+    """What makes a repeat of ``event`` the same: its stack and its words, numbers aside."""
+    if event.kind not in FOLD_KINDS:
+        return None
+    fields = event.fields
+    return (
+        event.kind,
+        event.rank,
+        _DIGITS.sub("#", event.text),
+        _DIGITS.sub("#", str(fields.get("message") or "")),
+        fields.get("exc_type"),
+        fields.get("header"),
+        fields.get("chained"),
+        fields.get("truncated"),
+        fields.get("level"),
+        tuple((f.file, f.line, f.func, f.code) for f in event.frames),
+    )
+
+
+class _Fold:
+    """The first and the latest occurrence of one signature, and how many there were."""
+
+    __slots__ = ("count", "first", "latest")
+
+    def __init__(self, event: Event) -> None:
+        self.first = event
+        self.latest = event
+        self.count = event.count
+
+
+class _Events:
+    """The event list of :func:`extract`, in bounded memory and amortised constant time.
+
+    Repeats of a traceback, exception or loud line (same stack, same words up to numbers)
+    fold into their first occurrence, which counts them; the latest one is kept as well
+    (rules that look at the end of the log see it) and those in between are dropped. Past
+    ``MAX_EVENTS`` the list is thinned (:func:`_thin`) to at most ``3/4`` of that, so each
+    thinning is paid for by the events appended since the last one.
+    """
+
+    def __init__(self) -> None:
+        self.items: list[Event] = []
+        self._folds: dict[tuple[Any, ...], _Fold] = {}
+        self._dropped: set[int] = set()  # ids of events in ``items`` to leave out
+        #: spans of dropped repeats, the latest ones: they still cover the last lines
+        self.dropped_spans: deque[tuple[int, int]] = deque(maxlen=4 * TAIL_LINES)
+
+    def add(self, event: Event) -> None:
+        items = self.items
+        if (
+            event.kind == "phase"
+            and event.fields.get("frequent")
+            and items
+            and items[-1].kind == "phase"
+            and items[-1].fields.get("label") == event.fields.get("label")
+            and items[-1].fields.get("engine") == event.fields.get("engine")
+        ):
+            items[-1] = event
+            return
+        signature = _signature(event)
+        if signature is not None:
+            fold = self._folds.get(signature)
+            if fold is None:
+                self._folds[signature] = _Fold(event)
+            else:
+                fold.count += event.count
+                if fold.latest is not fold.first:
+                    self._dropped.add(id(fold.latest))
+                    self.dropped_spans.append((fold.latest.line, fold.latest.last_line))
+                fold.latest = event
+        items.append(event)
+        if len(items) > MAX_EVENTS:
+            self._compact()
+            if len(items) > MAX_EVENTS * 3 // 4:
+                self.items = _thin(self.items)
+                kept = {id(e) for e in self.items}
+                self._folds = {k: f for k, f in self._folds.items() if id(f.first) in kept}
+                for fold in self._folds.values():
+                    if id(fold.latest) not in kept:
+                        fold.latest = fold.first
+
+    def _compact(self) -> None:
+        if self._dropped:
+            self.items = [e for e in self.items if id(e) not in self._dropped]
+            self._dropped.clear()
+
+    def done(self) -> list[Event]:
+        """The events, each fold's first occurrence carrying the count of its repeats."""
+        self._compact()
+        counted = {id(f.first): f for f in self._folds.values() if f.count != f.first.count}
+        if counted:
+            self.items = [
+                replace(e, count=counted[id(e)].count) if id(e) in counted else e
+                for e in self.items
+            ]
+        return self.items
 
 
 def extract(lines: Iterable[Line], engines: Iterable[EngineSpec] | None = None) -> list[Event]:
     """The events of ``lines`` in line order (kernel-assert folds carry their first line).
 
-    Runs of the same per-batch phase marker keep only their last event, and past
-    ``MAX_EVENTS`` the oldest notable lines and warnings are dropped, so memory stays
-    bounded on logs of any size.
+    Runs of the same per-batch phase marker keep only their last event, repeats of a
+    traceback or a loud line fold into their first occurrence (the latest kept too), and
+    past ``MAX_EVENTS`` the oldest notable lines and warnings are dropped, so memory stays
+    bounded on logs of any size and each event is handled a bounded number of times.
     """
     extractor = EventExtractor(engines)
-    events: list[Event] = []
+    collected = _Events()
     tail: deque[Line] = deque(maxlen=TAIL_LINES)
     for line in lines:
         tail.append(line)
         for event in extractor.feed(line):
-            if (
-                event.kind == "phase"
-                and event.fields.get("frequent")
-                and events
-                and events[-1].kind == "phase"
-                and events[-1].fields.get("label") == event.fields.get("label")
-                and events[-1].fields.get("engine") == event.fields.get("engine")
-            ):
-                events[-1] = event
-                continue
-            events.append(event)
-        if len(events) > MAX_EVENTS:
-            events = _thin(events)
-    events.extend(extractor.finish())
-    covered = {n for e in events for n in range(e.line, e.last_line + 1)}
+            collected.add(event)
+    for event in extractor.finish():
+        collected.add(event)
+    events = collected.done()
     # the last lines, whatever they say: where a log stops is evidence too (a stall)
+    numbers = {t.number for t in tail}
+    first = min(numbers, default=0)
+    spans = [(e.line, e.last_line) for e in events if e.last_line >= first]
+    spans.extend(collected.dropped_spans)
+    covered = {n for n in numbers if any(lo <= n <= hi for lo, hi in spans)}
     events.extend(
         Event(kind="tail", line=t.number, text=t.text, rank=t.rank)
         for t in tail
@@ -372,7 +495,12 @@ def extract(lines: Iterable[Line], engines: Iterable[EngineSpec] | None = None) 
 
 
 def _thin(events: list[Event]) -> list[Event]:
-    """Drop the older half of the low-value events (notable lines, warnings, phases)."""
+    """Drop the older half of the low-value events (notable lines, warnings, phases); when
+    that is not enough, keep the first quarter and the latest of what is left."""
     low = {"notable", "warning", "phase"}
     half = len(events) // 2
-    return [e for i, e in enumerate(events) if i >= half or e.kind not in low]
+    kept = [e for i, e in enumerate(events) if i >= half or e.kind not in low]
+    quarter = MAX_EVENTS // 4
+    if len(kept) > 3 * quarter:
+        kept = kept[:quarter] + kept[len(kept) - 2 * quarter :]
+    return kept

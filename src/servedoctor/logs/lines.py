@@ -18,7 +18,11 @@ from servedoctor.datafile import load_yaml
 _ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _RANK_IN_SOURCE = re.compile(r"(?:TP|DP|EP|PP|rank[= ]?)\d+")
+#: The most characters of a line's text that are kept; the rest is cut, the cut marked.
 MAX_LINE_CHARS = 20_000
+#: The most bytes of one line that are ever decoded or held (a line is cut there).
+MAX_LINE_BYTES = 64 << 10
+CUT_MARK = " …[cut]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,17 +49,47 @@ def _prefixes() -> tuple[_Prefix, ...]:
     return tuple(_Prefix(name=p["name"], regex=re.compile(p["pattern"])) for p in raw)
 
 
+def _last_state(raw: bytes) -> tuple[int, int]:
+    """Bounds of the last non-blank ``\\r`` segment of ``raw`` (a redrawn bar's last state).
+
+    Walks back from the end, so the work is the blank segments passed over plus a bounded
+    look at the segment found; a segment longer than the line bound counts as non-blank.
+    """
+    end = len(raw)
+    while True:
+        start = raw.rfind(b"\r", 0, end) + 1
+        if end - start > MAX_LINE_BYTES or raw[start:end].strip():
+            return start, end
+        if start == 0:
+            return 0, 0
+        end = start - 1
+
+
 def decode(raw: bytes) -> str:
-    """Bytes → the visible text of the line: last ``\\r`` state, no ANSI, no controls."""
-    if b"\r" in raw:
-        parts = [p for p in raw.split(b"\r") if p.strip()]
-        raw = parts[-1] if parts else b""
+    """Bytes → the visible text of the line: last ``\\r`` state, no ANSI, no controls.
+
+    A line longer than ``MAX_LINE_BYTES`` is cut there before anything else reads it (and
+    its text at ``MAX_LINE_CHARS``), the cut marked with ``CUT_MARK``, so the work and the
+    memory spent on one line are bounded whatever its length.
+    """
+    start, end = (0, len(raw)) if b"\r" not in raw else _last_state(raw)
+    cut = end - start > MAX_LINE_BYTES
+    if cut:
+        stop = start + MAX_LINE_BYTES
+        # do not split a UTF-8 sequence: back off to the start of the character
+        while stop > start + MAX_LINE_BYTES - 4 and raw[stop] & 0xC0 == 0x80:
+            stop -= 1
+        end = stop
+    if start or end != len(raw):
+        raw = raw[start:end]
     text = raw.decode("utf-8", errors="replace")
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     text = _CONTROL.sub("", text)
     if len(text) > MAX_LINE_CHARS:
-        text = text[:MAX_LINE_CHARS] + " …[cut]"
+        text = text[:MAX_LINE_CHARS] + CUT_MARK
+    elif cut:
+        text = text.rstrip() + CUT_MARK
     return text.rstrip()
 
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from servedoctor.logs.lines import Line, clean
+from servedoctor.logs.lines import MAX_LINE_BYTES, Line, clean
 
 #: Literals that any line worth reading in the middle of a log contains one of. Traceback
 #: frames need none: the exception line that ends them has one, and the window reaches back.
@@ -50,25 +50,57 @@ class ScanStats:
     truncated_last_line: bool = False
 
 
-def _blocks(stream: BinaryIO, size: int) -> Iterator[bytes]:
-    """Blocks ending at a newline (the last one may not)."""
+def _blocks(stream: BinaryIO, size: int, line_bound: int) -> Iterator[tuple[bytes, int]]:
+    """Blocks ending at a newline (the last one may not), each with the count of bytes of
+    the stream left out of it.
+
+    A line longer than ``line_bound`` keeps its first ``line_bound + 1`` bytes (one more
+    than the cleaner keeps, so it marks the cut) and, when it is a ``\\r``-redrawn line,
+    as many of its last bytes; the rest is skipped as it streams by. No line is held,
+    copied or rescanned whole, however long.
+    """
+    keep = line_bound + 1
     carry = b""
+    head: bytes | None = None  # the kept start of an overlong line being skipped
+    tail = b""
+    seen_cr = False
+    skipped = 0
     while True:
         chunk = stream.read(size)
         if not chunk:
             break
+        if head is not None:
+            nl = chunk.find(b"\n")
+            part = chunk if nl < 0 else chunk[:nl]
+            seen_cr = seen_cr or b"\r" in part
+            skipped += len(part)
+            tail = (tail + part)[-keep:] if seen_cr else b""
+            if nl < 0:
+                continue
+            carry = head + (b"\r" + tail if seen_cr else b"")
+            skipped -= len(carry) - len(head)
+            head, tail, seen_cr = None, b"", False
+            chunk = chunk[nl:]
         data = carry + chunk
         cut = data.rfind(b"\n")
-        if cut < 0:
+        if cut >= 0:
+            yield data[: cut + 1], skipped
+            skipped = 0
+            carry = data[cut + 1 :]
+        else:
             carry = data
-            if len(carry) > 4 * size:  # a single huge line: emit it in pieces
-                yield carry
-                carry = b""
-            continue
-        yield data[: cut + 1]
-        carry = data[cut + 1 :]
+        if len(carry) > keep:
+            # the start of an overlong line: keep its head, skip the rest
+            head, rest = carry[:keep], carry[keep:]
+            seen_cr = b"\r" in rest
+            tail = rest[-keep:] if seen_cr else b""
+            skipped += len(rest)
+            carry = b""
+    if head is not None:
+        carry = head + (b"\r" + tail if seen_cr else b"")
+        skipped -= len(carry) - len(head)
     if carry:
-        yield carry
+        yield carry, skipped
 
 
 def _lines_of(
@@ -109,13 +141,20 @@ class Scanner:
                 windows.append((max(0, pos - lim.before_hit), min(len(block), pos + lim.after_hit)))
                 pos = block.find(literal, pos + lim.after_hit)
         windows.append((max(0, len(block) - lim.block_tail), len(block)))
+        done = 0  # windows grow to whole lines: never clean a line twice
+        number, counted = first_number, 0
         for lo, hi in _merge(windows):
             # snap to whole lines
             lo = 0 if lo == 0 else block.rfind(b"\n", 0, lo) + 1
             nl = block.find(b"\n", hi - 1) if hi < len(block) else -1
             hi = len(block) if nl < 0 else nl + 1
-            number = first_number + block.count(b"\n", 0, lo)
+            lo = max(lo, done)
+            if lo >= hi:
+                continue
+            number += block.count(b"\n", counted, lo)
+            counted = done = hi
             yield from _lines_of(block, number, lo, hi)
+            number += block.count(b"\n", lo, hi)
 
     def __iter__(self) -> Iterator[Line]:
         lim = self.limits
@@ -123,11 +162,11 @@ class Scanner:
         ring_bytes = 0
         next_number = 1
         last_block = b""
-        for block in _blocks(self.stream, lim.block_bytes):
+        for block, skipped in _blocks(self.stream, lim.block_bytes, MAX_LINE_BYTES):
             number = next_number
             newlines = block.count(b"\n")
             next_number += newlines
-            self.stats.bytes_read += len(block)
+            self.stats.bytes_read += len(block) + skipped
             last_block = block
             if self.stats.bytes_read <= lim.head_bytes:
                 yield from self._count(_lines_of(block, number))
