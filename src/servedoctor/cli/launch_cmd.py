@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import os
 import re
 import sys
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from servedoctor.cli.app import app, err, out
 from servedoctor.errors import UserError
@@ -70,6 +74,7 @@ def launch_cmd(
     """
     from servedoctor.launch import LaunchOptions, check_command, launch
     from servedoctor.launch.display import LiveDisplay, render_result
+    from servedoctor.launch.stale import find_stale_runs
     from servedoctor.launch.types import DEFAULT_STALL_TIMEOUTS
 
     argv = list(command or [])
@@ -93,15 +98,46 @@ def launch_cmd(
         quiet=quiet or json_out,
         grace_s=grace,
     )
-    if quiet:
-        result = launch(argv, options)
-    else:
-        with LiveDisplay(err) as display:
-            result = launch(argv, options, on_event=display)
-    if json_out:
-        sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
-        sys.stdout.flush()
-    else:
-        out.print(render_result(result), highlight=False, soft_wrap=True)
     code = {"healthy": EXIT_HEALTHY, "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
+    try:
+        # the supervisor marks them abandoned (and records them in the new run.json)
+        for stale in find_stale_runs(runs_dir, mark=False):
+            err.print(f"[yellow]warning:[/] {escape(stale.line())}", highlight=False)
+        if quiet:
+            result = launch(argv, options)
+        else:
+            with LiveDisplay(err) as display:
+                result = launch(argv, options, on_event=display)
+    except (OSError, SystemExit) as exc:  # rich: SystemExit(1) on EPIPE
+        if not _output_closed(exc):
+            raise
+        # closed while the run ended (the supervisor already stopped the server): the
+        # exit status must still say so; the result is in run.json
+        _silence_output()
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    try:
+        if json_out:
+            sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+        else:
+            out.print(render_result(result), highlight=False, soft_wrap=True)
+    except (OSError, SystemExit) as exc:  # ``| head`` closed the pipe, or the terminal is gone
+        if not _output_closed(exc):
+            raise
+        _silence_output()
     raise typer.Exit(code[result.outcome])
+
+
+def _output_closed(exc: OSError | SystemExit) -> bool:
+    if isinstance(exc, SystemExit):  # rich's answer to EPIPE
+        return isinstance(exc.__context__, BrokenPipeError)
+    return isinstance(exc, BrokenPipeError) or exc.errno in (errno.EIO, errno.EPIPE)
+
+
+def _silence_output() -> None:
+    """Point stdout and stderr at /dev/null so that exiting does not write to them again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        with contextlib.suppress(OSError):
+            os.dup2(devnull, fd)
+    os.close(devnull)

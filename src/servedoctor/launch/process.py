@@ -5,6 +5,9 @@ it leads its own process group. Teardown sends SIGTERM to the group, waits a gra
 then SIGKILLs the group and every descendant that left it (found through a marker in the
 environment, through parent links, and through snapshots taken while the server ran), and
 counts what is still alive.
+
+A reaper process (``reaper.py``) is started with the server and tied to the supervisor by a
+pipe: if the supervisor dies without saying it is done, the reaper stops the tree instead.
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 
@@ -27,6 +32,7 @@ from servedoctor.errors import UserError
 RUN_MARKER = "SERVEDOCTOR_RUN_ID"
 
 _Key = tuple[int, float]  # (pid, create_time): a pid alone may be reused
+REAPER = Path(__file__).with_name("reaper.py")
 
 
 def check_command(argv: Sequence[str]) -> None:
@@ -61,26 +67,85 @@ class Teardown:
         }
 
 
-class ServerProcess:
-    """One server command, started in a new session with stdout and stderr on one pipe."""
+class Reaper:
+    """The supervisor's end of the reaper (see ``reaper.py``): the pipe only we can write."""
 
-    def __init__(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, run_dir: Path, run_id: str, grace_s: float) -> None:
+        read_end, self._write_end = os.pipe()  # both close-on-exec: no other child gets them
+        try:
+            args = [str(read_end), str(run_dir), run_id, repr(float(grace_s)), str(os.getpid())]
+            self.popen = subprocess.Popen(
+                [sys.executable, "-I", str(REAPER), *args],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(read_end,),
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(self._write_end)
+            raise
+        finally:
+            os.close(read_end)
+        self.pid = self.popen.pid
+
+    def send(self, line: str) -> None:
+        if self._write_end < 0:
+            return
+        with contextlib.suppress(OSError):  # the reaper is gone: nothing to tell
+            os.write(self._write_end, line.encode() + b"\n")
+
+    def release(self, word: str) -> None:
+        """``done`` (we stopped the server) or ``keep`` (leave it up); the reaper leaves."""
+        self.send(word)
+        if self._write_end >= 0:
+            os.close(self._write_end)
+            self._write_end = -1
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=2.0)
+
+
+class ServerProcess:
+    """One server command, started in a new session with stdout and stderr on one pipe.
+
+    With ``run_dir``, a :class:`Reaper` is started first, so no instant exists at which the
+    server runs untied to this process.
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        run_dir: Path | None = None,
+        grace_s: float = 10.0,
+    ) -> None:
         self.run_id = uuid.uuid4().hex
         full_env = dict(os.environ)
         full_env.update(env or {})
         full_env[RUN_MARKER] = self.run_id
-        self.popen = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=full_env,
-            start_new_session=True,
-        )
+        self.reaper = None if run_dir is None else Reaper(run_dir, self.run_id, grace_s)
+        try:
+            self.popen = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=full_env,
+                start_new_session=True,
+            )
+        except BaseException:
+            self.release(keep=False)
+            raise
         self.pid = self.popen.pid
         self.pgid = self.pid  # leader of its own group
         self._known: dict[_Key, psutil.Process] = {}
         self._remember(self.pid)
+
+    def release(self, *, keep: bool) -> None:
+        """Tell the reaper the run ended (``keep``: the server stays up); it leaves."""
+        if self.reaper is not None:
+            self.reaper.release("keep" if keep else "done")
 
     @property
     def stdout_fd(self) -> int:
@@ -97,14 +162,20 @@ class ServerProcess:
     def _remember(self, pid: int) -> None:
         with contextlib.suppress(psutil.Error):
             proc = psutil.Process(pid)
-            self._known[(pid, proc.create_time())] = proc
+            self._add((pid, proc.create_time()), proc)
+
+    def _add(self, key: _Key, proc: psutil.Process) -> None:
+        if key not in self._known:
+            self._known[key] = proc
+            if self.reaper is not None:
+                self.reaper.send(f"track {key[0]} {key[1]!r}")
 
     def snapshot(self) -> int:
         """Remember the current descendants (they may leave the group or be reparented)."""
         with contextlib.suppress(psutil.Error):
             for child in psutil.Process(self.pid).children(recursive=True):
                 with contextlib.suppress(psutil.Error):
-                    self._known.setdefault((child.pid, child.create_time()), child)
+                    self._add((child.pid, child.create_time()), child)
         return len(self._known)
 
     def pids(self) -> set[int]:
@@ -145,15 +216,25 @@ class ServerProcess:
             with contextlib.suppress(psutil.Error):
                 proc.send_signal(sig)
 
-    def stop(self, *, grace_s: float = 10.0, kill_wait_s: float = 5.0) -> Teardown:
-        """SIGTERM the tree, wait ``grace_s``, SIGKILL what is left, count survivors."""
+    def stop(
+        self,
+        *,
+        grace_s: float = 10.0,
+        kill_wait_s: float = 5.0,
+        hurry: Callable[[], bool] | None = None,
+    ) -> Teardown:
+        """SIGTERM the tree, wait ``grace_s``, SIGKILL what is left, count survivors.
+
+        A KeyboardInterrupt during the grace period, or ``hurry()`` turning true (a second
+        Ctrl-C seen by a caller that holds signals), cuts it short.
+        """
         started = time.monotonic()
         killed = 0
         try:
             procs = self._alive(self._tree())
             if procs:
                 self._signal_all(procs, signal.SIGTERM)
-                self._wait(procs, grace_s)
+                self._wait(procs, grace_s, hurry)
             survivors = self._alive(self._tree())
             if survivors:
                 killed = len(survivors)
@@ -177,11 +258,13 @@ class ServerProcess:
             exit_code=self.popen.returncode,
         )
 
-    def _wait(self, procs: list[psutil.Process], timeout: float) -> None:
+    def _wait(
+        self, procs: list[psutil.Process], timeout: float, hurry: Callable[[], bool] | None = None
+    ) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.popen.poll()  # reap our own child so it does not linger as a zombie
-            if not self._alive(procs):
+            if not self._alive(procs) or (hurry is not None and hurry()):
                 return
             time.sleep(0.05)
         self.popen.poll()

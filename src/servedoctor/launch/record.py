@@ -6,7 +6,7 @@ or the next ``servedoctor fix`` — always finds the command, the options and th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +32,16 @@ def run_record(
     pid: int | None,
     warnings: Sequence[str],
     phases: Sequence[PhaseSpan],
+    supervisor: Mapping[str, Any] | None = None,
+    reaper_pid: int | None = None,
+    run_id: str | None = None,
 ) -> dict[str, Any]:
-    """The part of run.json known from the start of the run."""
+    """The part of run.json known from the start of the run.
+
+    ``supervisor`` (pid and create time of the servedoctor process), ``reaper_pid`` and
+    ``run_id`` (the environment marker of the server's processes) let a later command tell
+    a run whose supervisor is gone from one still running.
+    """
     return {
         "schema": SCHEMA_VERSION,
         "servedoctor": __version__,
@@ -46,6 +54,9 @@ def run_record(
         "run_dir": str(run_dir),
         "log": str(log_path),
         "pid": pid,
+        "supervisor": None if supervisor is None else dict(supervisor),
+        "reaper_pid": reaper_pid,
+        "run_id": run_id,
         "options": {
             "prompt": redact_text(options.prompt),
             "max_tokens": options.max_tokens,

@@ -2,16 +2,20 @@
 
 Failure is any of: the process exits, the log prints a fatal line, the port closes, a
 generation request errors or times out, or a phase makes no progress (no log line and no
-probe answer) for its stall timeout. Whatever ends the run — failure, success or Ctrl-C —
-the whole process tree is stopped (unless a healthy server is kept running), the log is
-kept, and run.json records what happened.
+probe answer) for its stall timeout. Whatever ends the run — failure, success, Ctrl-C,
+SIGTERM, SIGHUP, a closed output pipe or an error of ours — the whole process tree is stopped
+(unless a healthy server is kept running), the log is kept, and run.json records what
+happened. If servedoctor itself is killed, the reaper (``reaper.py``) does the same.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
+import select
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -23,6 +27,7 @@ from types import FrameType
 from typing import Any, Literal
 
 import httpx
+import psutil
 
 from servedoctor.engines import EngineSpec, engine_for_command
 from servedoctor.errors import UserError
@@ -34,6 +39,7 @@ from servedoctor.launch.process import ServerProcess, Teardown, check_command, d
 from servedoctor.launch.record import add_result, probes_record, run_record
 from servedoctor.launch.requests import ProbeRequest, probe_message, start_request
 from servedoctor.launch.rundir import LOG_NAME, LogLine, LogPump, make_run_dir, write_run_json
+from servedoctor.launch.stale import find_stale_runs, port_holder
 from servedoctor.launch.telemetry import GpuTelemetry
 from servedoctor.launch.timeline import Timeline
 from servedoctor.launch.types import (
@@ -50,6 +56,9 @@ from servedoctor.model import Diagnosis
 from servedoctor.redact import redact_text
 
 EventSink = Callable[[LaunchEvent], None]
+
+#: This process, as run.json names it (the create time tells a reused pid apart).
+_SUPERVISOR = {"pid": os.getpid(), "create_time": psutil.Process().create_time()}
 
 _READY_POLL_S = 0.5  # port/health poll before ready
 _PORT_POLL_S = 2.0  # port check while serving
@@ -96,58 +105,103 @@ class _Supervisor:
         self.last_activity = self.t0
         self.last_line_number = 0
         self.model: str | None = None
+        self.signals = _StopSignals()
+        self.finishing = False
 
     # -- events -----------------------------------------------------------------------
     def emit(self, kind: EventKind, message: str = "", data: dict[str, Any] | None = None) -> None:
-        if self.on_event is not None:
-            event = LaunchEvent(kind, self.now(), self.timeline.phase, message, data or {})
+        if self.on_event is None:
+            return
+        event = LaunchEvent(kind, self.now(), self.timeline.phase, message, data or {})
+        try:
             self.on_event(event)
+        except (OSError, SystemExit) as exc:
+            # output closed (``| head``, a lost terminal; rich turns EPIPE into SystemExit):
+            # end like Ctrl-C
+            self.on_event = None
+            self.warnings.append(f"output closed ({exc}); run stopped")
+            if not self.finishing:
+                raise KeyboardInterrupt from None
 
     def now(self) -> float:
         return time.monotonic() - self.t0
 
     # -- the run ------------------------------------------------------------------------
     def run(self) -> RunResult:
+        # Signals are ours before anything starts: SIGINT, SIGTERM and SIGHUP end the run
+        # (teardown, run.json, exit 130), and while the server starts they wait, so no
+        # instant exists at which a signal leaves a server behind.
+        with self.signals.installed():
+            failure: Failure | None = None
+            outcome: Outcome = "interrupted"
+            log: Any = None
+            try:
+                with self.signals.held():
+                    log = self._spawn()
+                self.emit(
+                    "started", f"{self.spec.display} pid {self.proc.pid}", {"pid": self.proc.pid}
+                )
+                failure = self._watch()
+                outcome = "healthy" if failure is None else "failed"
+            except KeyboardInterrupt:
+                if log is None:
+                    raise  # interrupted before the server started (a usage error path)
+            except BaseException as exc:
+                if log is not None:  # a crash of ours: stop the server, record it, re-raise
+                    with self.signals.held(reraise=False):
+                        self._abort(log, exc)
+                raise
+            with self.signals.held(reraise=False):
+                return self._finish(outcome, failure, log)
+
+    def _spawn(self) -> Any:
         opt = self.opt
         self.run_dir = make_run_dir(Path(opt.runs_dir), self.spec.name)
         self.log_path = self.run_dir / LOG_NAME
         self.started_at = datetime.now().astimezone().isoformat(timespec="seconds")
+        for stale in find_stale_runs(Path(opt.runs_dir)):
+            self.warnings.append(stale.line())
         if port_open(self.endpoint):
             self.warnings.append(
                 f"port {self.endpoint.port} on {self.endpoint.host} was already in use "
-                "before launch; readiness needs the engine's ready line"
+                f"before launch{port_holder(self.endpoint.port)}; readiness needs the "
+                "engine's ready line"
             )
         self.gpu = GpuTelemetry()
         self._write(outcome="running")
         log = open(self.log_path, "ab")  # noqa: SIM115  (closed in _finish)
         try:
-            self.proc = ServerProcess(self.argv, env=opt.env)
+            self.proc = ServerProcess(
+                self.argv, env=opt.env, run_dir=self.run_dir, grace_s=opt.grace_s
+            )
         except OSError as exc:
             log.close()
+            self._write(outcome="failed", error=f"cannot start: {exc.strerror or exc}")
             raise UserError(f"cannot start {self.argv[0]}: {exc.strerror or exc}") from None
         self.pump = LogPump(self.proc.stdout_fd, log, self.lines)
         self.pump.start()
         # load the knowledge rules while the server starts, not after it dies
-        threading.Thread(target=default_registry, name="rules-warmup", daemon=True).start()
-        self.emit("started", f"{self.spec.display} pid {self.proc.pid}", {"pid": self.proc.pid})
+        self.warmup = threading.Thread(target=default_registry, name="rules-warmup", daemon=True)
+        self.warmup.start()
         self._write(outcome="running")
+        return log
 
-        failure: Failure | None = None
-        outcome: Outcome
-        with _interrupt_on_sigterm():
-            try:
-                failure = self._watch()
-                outcome = "healthy" if failure is None else "failed"
-            except KeyboardInterrupt:
-                outcome = "interrupted"
-        return self._finish(outcome, failure, log)
+    def _abort(self, log: Any, exc: BaseException) -> None:
+        """Our own error ended the run: stop the tree and say so in run.json."""
+        self.finishing = True
+        teardown = self.proc.stop(grace_s=self.opt.grace_s, hurry=self.signals.hurry())
+        with contextlib.suppress(Exception):
+            log.close()
+        self._write(outcome="error", teardown=teardown, error=f"{type(exc).__name__}: {exc}")
+        self.proc.release(keep=False)
 
     def _finish(self, outcome: Outcome, failure: Failure | None, log: Any) -> RunResult:
+        self.finishing = True
         if failure is not None:
             self.emit("failure", failure.detail, failure.to_dict())
         keep = outcome == "healthy" and self.opt.keep_running
         teardown: Teardown | None = None
-        # Teardown runs whatever ended the run; stop() escalates on a second Ctrl-C.
+        # Teardown runs whatever ended the run; a second signal escalates to SIGKILL.
         if keep:
             try:
                 self._hand_over_log()
@@ -156,8 +210,10 @@ class _Supervisor:
                 keep = False
         if not keep:
             self.emit("teardown", "stopping the process tree")
-            teardown = self.proc.stop(grace_s=self.opt.grace_s)
+            teardown = self.proc.stop(grace_s=self.opt.grace_s, hurry=self.signals.hurry())
             self.pump.eof.wait(timeout=2.0)
+        # run.json says what was stopped before anything slower (diagnosis) can fail
+        self._write(outcome=outcome, teardown=teardown)
         self._drain(0.0)
         log.close()
         run_pids = [self.proc.pid]
@@ -192,6 +248,9 @@ class _Supervisor:
             kept_running=keep,
         )
         self._write(result=result, teardown=teardown)
+        self.proc.release(keep=keep)
+        # a daemon thread still inside libyaml when the interpreter exits can abort it
+        self.warmup.join(timeout=10.0)
         self.emit("done", outcome, result.to_dict())
         return result
 
@@ -220,6 +279,9 @@ class _Supervisor:
         fatal_at: float | None = None
         while True:
             self._drain(opt.poll_s)
+            if self.on_event is not None and output_closed():
+                self.warnings.append("output closed (its reader left); run stopped")
+                raise KeyboardInterrupt  # ``| head`` exited: end like Ctrl-C
             mono = time.monotonic()
             code = self.proc.poll()
             if self.timeline.fatal_line is not None and fatal_at is None:
@@ -436,8 +498,9 @@ class _Supervisor:
         outcome: str | None = None,
         result: RunResult | None = None,
         teardown: Teardown | None = None,
+        error: str | None = None,
     ) -> None:
-        proc = getattr(self, "proc", None)
+        proc: ServerProcess | None = getattr(self, "proc", None)
         record = run_record(
             outcome=outcome,
             engine=self.spec.name,
@@ -450,7 +513,14 @@ class _Supervisor:
             pid=None if proc is None else proc.pid,
             warnings=self.warnings,
             phases=self.timeline.spans(now=self.now()),
+            supervisor=_SUPERVISOR,
+            reaper_pid=None if proc is None or proc.reaper is None else proc.reaper.pid,
+            run_id=None if proc is None else proc.run_id,
         )
+        if error is not None:
+            record["error"] = redact_text(error)
+        if result is None and teardown is not None:
+            record["teardown"] = teardown.to_dict()
         if result is not None:
             probes = probes_record(
                 ready_at=self.ready_at,
@@ -471,18 +541,57 @@ class _Supervisor:
         write_run_json(self.run_dir, record)
 
 
-@contextlib.contextmanager
-def _interrupt_on_sigterm() -> Iterator[None]:
-    """SIGTERM to servedoctor ends the run like Ctrl-C (same teardown, exit 130)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+def output_closed(fds: Sequence[int] = (1, 2)) -> bool:
+    """Whether stdout or stderr is a pipe whose reader has gone (the next write fails)."""
+    poller = select.poll()
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                poller.register(fd, 0)  # errors are reported whatever the mask
+    return any(event & select.POLLERR for _, event in poller.poll(0))
 
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+class _StopSignals:
+    """SIGINT, SIGTERM and SIGHUP end the run like Ctrl-C; while :meth:`held`, they wait."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.count = 0  # signals received
+        self._holding = False
+        self._pending = False
+
+    def _handler(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+        if self._holding:
+            self._pending = True
+        else:
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield  # only the main thread can handle signals
+            return
+        previous = {sig: signal.signal(sig, self._handler) for sig in self.SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    @contextlib.contextmanager
+    def held(self, *, reraise: bool = True) -> Iterator[None]:
+        """Signals arriving inside wait until the end (``reraise``) or are only counted."""
+        self._holding, self._pending = True, False
+        try:
+            yield
+        finally:
+            self._holding = False
+        if self._pending and reraise:
+            raise KeyboardInterrupt
+
+    def hurry(self) -> Callable[[], bool]:
+        """True once a further signal arrives (a second Ctrl-C: skip the grace period)."""
+        seen = self.count
+        return lambda: self.count > seen
