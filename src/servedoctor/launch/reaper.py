@@ -25,6 +25,7 @@ import contextlib
 import ctypes
 import json
 import os
+import select
 import signal
 import sys
 import time
@@ -36,29 +37,22 @@ RUN_MARKER = "SERVEDOCTOR_RUN_ID"  # as in process.py: the environment marker of
 ORPHANED = "orphaned: supervisor gone"
 _PR_SET_PDEATHSIG = 1
 _POLL_S = 0.02
+_PARENT_CHECK_S = 0.5  # how often the reaper looks whether its parent is still there
 #: Create times of one process may differ this much between readings (the kernel's boot
 #: time, psutil's base, can move by a second); a pid reused this fast is not a worry.
 _SAME_S = 1.5
 
 
-class _SupervisorGone(Exception):
-    pass
-
-
-def _watch_parent(supervisor_pid: int) -> None:
-    """Linux: a signal when the supervisor dies (even if the pipe's write end leaked)."""
-
-    def handler(signum: int, frame: object) -> None:
-        if os.getppid() != supervisor_pid:  # not a thread of the supervisor ending
-            raise _SupervisorGone
-
-    signal.signal(signal.SIGUSR1, handler)
+def _watch_parent(wake_w: int) -> None:
+    """Linux: SIGUSR1 when the supervisor dies (even if the pipe's write end leaked). The
+    handler does nothing; the signal only wakes ``listen`` through the wakeup fd, so no
+    exception can come from it at a point that is not ready for one."""
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGUSR1, lambda signum, frame: None)
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGUSR1), 0, 0, 0)
-    if os.getppid() != supervisor_pid:  # died before prctl took effect
-        raise _SupervisorGone
 
 
 def listen(fd: int, supervisor_pid: int, known: dict[int, float]) -> str:
@@ -75,18 +69,29 @@ def listen(fd: int, supervisor_pid: int, known: dict[int, float]) -> str:
                 known[int(args[0])] = float(args[1])
         return None
 
-    try:
-        _watch_parent(supervisor_pid)
-        while data := os.read(fd, 4096):
-            if said := take(data):
-                return said
-    except _SupervisorGone:  # read what it wrote before it died
-        os.set_blocking(fd, False)
-        with contextlib.suppress(OSError):
-            while data := os.read(fd, 4096):
+    wake_r, wake_w = os.pipe()
+    for end in (wake_r, wake_w):
+        os.set_blocking(end, False)
+    _watch_parent(wake_w)
+    os.set_blocking(fd, False)
+    while True:
+        parent_alive = os.getppid() == supervisor_pid
+        ready, _, _ = select.select([fd, wake_r], [], [], _PARENT_CHECK_S)
+        if wake_r in ready:
+            with contextlib.suppress(OSError):
+                os.read(wake_r, 512)
+        if fd in ready or not parent_alive:
+            while True:  # everything it wrote before it closed the pipe or died
+                try:
+                    data = os.read(fd, 4096)
+                except BlockingIOError:
+                    break
+                if not data:
+                    return "gone"  # end of file: no 'done' or 'keep' came
                 if said := take(data):
                     return said
-    return "gone"
+        if not parent_alive:
+            return "gone"
 
 
 def _find(run_id: str, known: dict[int, float], pgids: set[int]) -> list[Any]:
@@ -196,7 +201,6 @@ def main(args: list[str]) -> int:
     known: dict[int, float] = {}
     if listen(int(fd), int(supervisor_pid), known) != "gone":
         return 0
-    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     teardown = stop_tree(run_id, known, float(grace_s))
     record_orphan(Path(run_dir), teardown)
     return 0
