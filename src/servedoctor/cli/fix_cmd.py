@@ -14,11 +14,13 @@ from rich.text import Text
 
 from servedoctor.cli import findings_cmd  # noqa: F401  (registers `findings`)
 from servedoctor.cli.app import app, err, out
+from servedoctor.env.serverenv import server_interpreter
 from servedoctor.errors import UserError
 from servedoctor.experiments.candidates import Candidate, build_candidates
 from servedoctor.experiments.command import CommandLike, parse
 from servedoctor.experiments.fingerprint import current_fingerprint
 from servedoctor.experiments.launching import TrialLaunchOptions, supervised_launcher
+from servedoctor.experiments.overlay import Overlays, requirement_of
 from servedoctor.experiments.planner import FixResult, PlanEvent, Planner
 from servedoctor.experiments.runner import TrialRunner
 from servedoctor.experiments.trial import Trial
@@ -99,7 +101,7 @@ def _print_plan(cands: list[Candidate], json_out: bool) -> None:
         return
     _say(out, f"{len(cands)} candidate changes, in the order fix would try them:")
     for i, c in enumerate(cands, 1):
-        tail = "" if c.runnable else "  (needs a package change: not tried automatically)"
+        tail = "" if c.runnable else "  (a package change with no version to try: not tried)"
         _say(
             out,
             f"{i:3d}. {c.change.describe():40s} prior {c.prior:.2f}  cost {c.cost_s:5.1f} s"
@@ -139,8 +141,15 @@ def fix(
     startup_timeout: float | None = typer.Option(None, "--startup-timeout", min=1),
     runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="where trial runs go"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no per-trial lines"),
+    packages: bool = typer.Option(
+        True,
+        "--packages/--no-packages",
+        help="try package versions (transformers ==4.57.1) in an overlay of the server's "
+        "environment, never in it",
+    ),
 ) -> None:
-    """Find the smallest change (flags, env vars) that makes a failing server healthy.
+    """Find the smallest change (flags, env vars, package versions) that makes a failing
+    server healthy.
 
     One change per trial, likeliest and cheapest first; every trial goes into the findings
     store. Exit 0 when fixed, 1 when not, 130 when interrupted (resume with --resume).
@@ -174,6 +183,7 @@ def fix(
             command=cmd,
             base_cost_s=30.0,
             history=fs.history(fp, diagnosis.error_class),
+            packages=packages,
         )
         if not json_out:
             _say(out, f"dry run: {cmd.engine} · {' '.join(redact_argv(cmd.render()))}")
@@ -238,7 +248,8 @@ def fix(
         if not trial.replayed:
             fs.add_trial(session_id, trial)
 
-    runner = TrialRunner(cmd, launcher, stored=stored, on_trial=keep)
+    overlays = Overlays(server_interpreter(cmd.render())) if packages else None
+    runner = TrialRunner(cmd, launcher, stored=stored, on_trial=keep, overlays=overlays)
     planner = Planner(
         cmd,
         runner,
@@ -269,7 +280,11 @@ def fix(
     if json_out:
         data = {"session": session_id, **result.to_dict(), "elapsed_s": round(elapsed, 2)}
         if working is not None:
-            data["command"] = {"argv": working[0], "env": working[1]}
+            data["command"] = {
+                "argv": working[0],
+                "env": working[1],
+                "packages": _requirements(result.changes),
+            }
         out.print_json(json.dumps(data))
     elif result.outcome == "fixed":
         n = sum(1 for t in result.trials if t.role != "baseline")
@@ -283,6 +298,8 @@ def fix(
         )
         if working is not None:
             _say(out, ("the command that works:", "bold"))
+            for requirement in _requirements(result.changes):
+                _say(out, "  " + shlex.join(["pip", "install", requirement]) + "   # in its env")
             _say(out, "  " + shell_line(*working))
     else:
         _say(out, ("not fixed", "bold red"), f": {result.reason}")
@@ -299,10 +316,16 @@ def fix(
 def _working_command(
     cmd: CommandLike, changes: Sequence[Change]
 ) -> tuple[list[str], dict[str, str]]:
-    """The server command with the fix applied: argv and the environment it changes."""
+    """The server command with the fix applied: argv and the environment it changes
+    (package versions go into the server's environment: see :func:`_requirements`)."""
     for change in changes:
-        cmd = cmd.apply(change)
+        if change.kind != "package":
+            cmd = cmd.apply(change)
     return cmd.render(), dict(cmd.env)
+
+
+def _requirements(changes: Sequence[Change]) -> list[str]:
+    return [req for c in changes if (req := requirement_of(c))]
 
 
 def shell_line(argv: Sequence[str], env: Mapping[str, str]) -> str:

@@ -29,6 +29,7 @@ from servedoctor.experiments.command import (
     set_flags,
     value_of,
 )
+from servedoctor.experiments.overlay import requirement_of
 from servedoctor.experiments.policy import Policy, default_policy
 from servedoctor.knowledge.propose import Setting, propose
 from servedoctor.knowledge.registry import Registry, default_registry
@@ -144,6 +145,7 @@ def build_candidates(
     policy: Policy | None = None,
     environ: Mapping[str, str] | None = None,
     engine_version: str | None = None,
+    packages: bool = False,
 ) -> list[Candidate]:
     """All candidate changes for ``diagnosis`` of ``command``, best first (never empty-changed)."""
     policy = policy or default_policy()
@@ -186,7 +188,7 @@ def build_candidates(
             why=why,
             value=prior,
             rule=rule,
-            runnable=change.kind != "package",
+            runnable=change.kind != "package" or (packages and requirement_of(change) is not None),
         )
         key = change_key(change)
         if key not in found or found[key].prior < cand.prior:

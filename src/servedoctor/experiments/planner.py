@@ -140,6 +140,7 @@ class Planner:
             command=cmd,
             base_cost_s=trial.duration_s or self.baseline_duration_s,
             history=self.history_for(diagnosis.error_class),
+            packages=self.runner.overlays is not None,
         )
         return [c for c in cands if c.runnable and (c.change.kind, c.change.name) not in touched]
 

@@ -8,10 +8,12 @@ replays an interrupted session without relaunching what already ran.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Sequence
 
 from servedoctor.experiments.command import CommandLike
+from servedoctor.experiments.overlay import Overlays
 from servedoctor.experiments.trial import (
     REJECTED_BY_PARSER,
     Launcher,
@@ -59,9 +61,11 @@ class TrialRunner:
         *,
         stored: Iterable[Trial] = (),
         on_trial: Callable[[Trial], None] | None = None,
+        overlays: Overlays | None = None,
     ) -> None:
         self.command = command
         self.launcher = launcher
+        self.overlays = overlays  # package changes run in overlays; without: not runnable
         self.on_trial = on_trial
         self.trials: list[Trial] = []
         self.launched = 0
@@ -114,8 +118,12 @@ class TrialRunner:
         else:
             cmd = self.command
             for change in changes:
-                cmd = cmd.apply(change)
+                if change.kind != "package":
+                    cmd = cmd.apply(change)
             argv, env = cmd.render(), dict(cmd.env)
+            packages = [c for c in changes if c.kind == "package"]
+            if packages and self.overlays is not None:
+                env = self.overlays.environment(packages, env, os.environ)
             report = self.launcher(argv, env)
             self.launched += 1
             diag = report.diagnosis

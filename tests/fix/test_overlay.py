@@ -1,0 +1,99 @@
+"""Package trials run in an overlay of the server's environment: real pip, real wheels, a
+real server process; the environment itself is never written."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import subprocess
+import sys
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from servedoctor.diagnose import diagnose_path
+from servedoctor.experiments.command import parse
+from servedoctor.experiments.overlay import Overlays, requirement_of
+from servedoctor.experiments.planner import Planner
+from servedoctor.experiments.runner import TrialRunner
+from servedoctor.experiments.trial import LaunchReport
+from servedoctor.model import Change
+
+SERVER = """
+import sdfake, sys
+if sdfake.__version__ != "1.0":
+    print(f"ImportError: sdfake>=1,<2 is required for a normal functioning of this module, "
+          f"but found sdfake=={sdfake.__version__}.")
+    sys.exit(1)
+print("INFO:     Uvicorn running on http://127.0.0.1:8000")
+"""
+
+
+def _wheel(where: Path, version: str) -> Path:
+    """A minimal pure-Python wheel of ``sdfake`` (built by hand: no network, no build deps)."""
+    name = f"sdfake-{version}"
+    files = {
+        "sdfake/__init__.py": f"__version__ = {version!r}\n",
+        f"{name}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: sdfake\nVersion: {version}\n",
+        f"{name}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        record.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
+    record.append(f"{name}.dist-info/RECORD,,")
+    files[f"{name}.dist-info/RECORD"] = "\n".join(record) + "\n"
+    out = where / f"{name}-py3-none-any.whl"
+    with zipfile.ZipFile(out, "w") as z:
+        for path, text in files.items():
+            z.writestr(path, text)
+    return out
+
+
+def test_requirement_of_reads_versions_and_ranges_not_prose() -> None:
+    assert requirement_of(Change("package", "numpy", "<2")) == "numpy<2"
+    assert requirement_of(Change("package", "transformers", "4.57.1")) == "transformers==4.57.1"
+    assert requirement_of(Change("package", "torch", "a build with CUDA")) is None
+    assert requirement_of(Change("flag", "--x", "1")) is None
+
+
+def test_fix_finds_the_package_version_in_an_overlay_and_leaves_the_environment(
+    tmp_path: Path,
+) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "1.0"), _wheel(wheels, "2.0")
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index",
+           "--find-links", str(wheels)]  # fmt: skip
+    site = tmp_path / "server-site"  # the server's own environment: sdfake 2.0
+    subprocess.run([*pip, "--target", str(site), "sdfake==2.0"], check=True)
+    before = sorted(p.name for p in site.iterdir())
+    server = tmp_path / "server.py"
+    server.write_text(SERVER)
+    overlays = Overlays(sys.executable, cache=tmp_path / "cache",
+                        pip_args=["--no-index", "--find-links", str(wheels)])  # fmt: skip
+
+    def launch(argv: Sequence[str], env: Mapping[str, str]) -> LaunchReport:
+        log = tmp_path / f"run{len(list(tmp_path.glob('run*.log')))}.log"
+        proc = subprocess.run(list(argv), env={**os.environ, **env}, capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+        log.write_text(proc.stdout + proc.stderr)
+        if proc.returncode == 0:
+            return LaunchReport("healthy", None, 1.0, exit_code=0)
+        return LaunchReport("failed", diagnose_path(log), 1.0, exit_code=proc.returncode)
+
+    cmd = parse([f"PYTHONPATH={site}", sys.executable, str(server)])
+    result = Planner(cmd, TrialRunner(cmd, launch, overlays=overlays), max_trials=4).run()
+    assert result.outcome == "fixed", [t.outcome for t in result.trials]
+    assert result.changes == (Change("package", "sdfake", ">=1,<2"),)
+    assert result.trials_to_healthy == 1
+    # the overlay holds 1.0; the server's environment still holds 2.0, untouched
+    (overlay,) = [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]
+    assert (overlay / "sdfake" / "__init__.py").read_text() == "__version__ = '1.0'\n"
+    assert (site / "sdfake" / "__init__.py").read_text() == "__version__ = '2.0'\n"
+    assert sorted(p.name for p in site.iterdir()) == before
+    # built once; a later session reuses the cached overlay without pip
+    assert list(overlays.built) == ["sdfake<2,>=1"]
+    again = Overlays(sys.executable, cache=tmp_path / "cache", pip_args=["--no-index"])
+    assert again.path_for("sdfake<2,>=1") == overlay and not again.built
