@@ -97,3 +97,54 @@ def test_fix_finds_the_package_version_in_an_overlay_and_leaves_the_environment(
     assert list(overlays.built) == ["sdfake<2,>=1"]
     again = Overlays(sys.executable, cache=tmp_path / "cache", pip_args=["--no-index"])
     assert again.path_for("sdfake<2,>=1") == overlay and not again.built
+
+
+GARBLED = """
+import sdfake, sys
+if sdfake.__version__ != "1.0":
+    print("RuntimeError: probability tensor contains either inf, nan or element < 0")
+    sys.exit(1)
+print("INFO:     Uvicorn running on http://127.0.0.1:8000")
+"""
+
+
+def test_a_package_the_error_does_not_name_is_found_by_the_diff_with_the_last_healthy_run(
+    tmp_path: Path,
+) -> None:
+    from servedoctor.experiments.envhistory import moved_since_healthy, remember_healthy
+    from servedoctor.findings.store import FindingsStore
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "1.0"), _wheel(wheels, "2.0")
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index",
+           "--find-links", str(wheels)]  # fmt: skip
+    site = tmp_path / "server-site"
+    subprocess.run([*pip, "--target", str(site), "sdfake==1.0"], check=True)
+    server = tmp_path / "server.py"
+    server.write_text(GARBLED)
+    cmd = parse([f"PYTHONPATH={site}", sys.executable, str(server), "--model", "tiny"])
+    store = FindingsStore.open(tmp_path / "findings.db")
+    remember_healthy(store, cmd, sys.executable)  # it works today: remembered
+    # someone upgrades the package in the server's environment; the error does not name it
+    subprocess.run([*pip, "--target", str(site), "--upgrade", "sdfake==2.0"], check=True)
+    moved, moves = moved_since_healthy(store, cmd, sys.executable)
+    assert [m.describe() for m in moves] == ["sdfake 1.0 → 2.0"]
+    assert moved == [Change("package", "sdfake", "==1.0")]
+
+    def launch(argv: Sequence[str], env: Mapping[str, str]) -> LaunchReport:
+        log = tmp_path / f"run{len(list(tmp_path.glob('run*.log')))}.log"
+        proc = subprocess.run(list(argv), env={**os.environ, **env}, capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+        log.write_text(proc.stdout + proc.stderr)
+        if proc.returncode == 0:
+            return LaunchReport("healthy", None, 1.0, exit_code=0)
+        return LaunchReport("failed", diagnose_path(log), 1.0, exit_code=proc.returncode)
+
+    overlays = Overlays(sys.executable, cache=tmp_path / "cache",
+                        pip_args=["--no-index", "--find-links", str(wheels)])  # fmt: skip
+    runner = TrialRunner(cmd, launch, overlays=overlays)
+    result = Planner(cmd, runner, max_trials=6, moved=moved).run()
+    assert result.outcome == "fixed"
+    assert result.changes == (Change("package", "sdfake", "==1.0"),)
+    assert (site / "sdfake" / "__init__.py").read_text() == "__version__ = '2.0'\n"

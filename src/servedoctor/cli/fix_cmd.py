@@ -14,10 +14,17 @@ from rich.text import Text
 
 from servedoctor.cli import findings_cmd  # noqa: F401  (registers `findings`)
 from servedoctor.cli.app import app, err, out
+from servedoctor.config import (
+    default_request_timeout,
+    default_runs_dir,
+    default_startup_timeout,
+    default_store,
+)
 from servedoctor.env.serverenv import server_interpreter
 from servedoctor.errors import UserError
 from servedoctor.experiments.candidates import Candidate, build_candidates
 from servedoctor.experiments.command import CommandLike, parse
+from servedoctor.experiments.envhistory import moved_since_healthy, remember_healthy
 from servedoctor.experiments.fingerprint import current_fingerprint
 from servedoctor.experiments.launching import TrialLaunchOptions, supervised_launcher
 from servedoctor.experiments.overlay import Overlays, requirement_of
@@ -123,7 +130,10 @@ def _resume_target(store: FindingsStore, run_id: int | None) -> StoredRun:
 def fix(
     command: list[str] = typer.Argument(None, metavar="-- CMD...", help="the server command"),
     store: str | None = typer.Option(
-        None, "--store", help="findings store: a path (SQLite) or a SQLAlchemy URL"
+        ...,
+        "--store",
+        default_factory=default_store,
+        help="findings store: a path (SQLite) or a SQLAlchemy URL",
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan, launch nothing"),
     max_trials: int = typer.Option(12, "--max-trials", min=1, help="trials after the baseline"),
@@ -136,10 +146,16 @@ def fix(
     ),
     prompt: str = typer.Option("Say hello in one sentence.", "--prompt"),
     max_tokens: int = typer.Option(16, "--max-tokens", min=1),
-    request_timeout: float = typer.Option(60.0, "--request-timeout", min=0.1),
+    request_timeout: float = typer.Option(
+        ..., "--request-timeout", min=0.1, default_factory=default_request_timeout
+    ),
     expect: str | None = typer.Option(None, "--expect", help="regex the smoke reply must match"),
-    startup_timeout: float | None = typer.Option(None, "--startup-timeout", min=1),
-    runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="where trial runs go"),
+    startup_timeout: float | None = typer.Option(
+        ..., "--startup-timeout", min=1, default_factory=default_startup_timeout
+    ),
+    runs_dir: Path = typer.Option(
+        ..., "--runs-dir", default_factory=default_runs_dir, help="where trial runs go"
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no per-trial lines"),
     packages: bool = typer.Option(
         True,
@@ -248,7 +264,14 @@ def fix(
         if not trial.replayed:
             fs.add_trial(session_id, trial)
 
-    overlays = Overlays(server_interpreter(cmd.render())) if packages else None
+    python = server_interpreter(cmd.render())
+    overlays = Overlays(python) if packages else None
+    moved, moves = moved_since_healthy(fs, cmd, python) if packages else ([], [])
+    if moves and not (quiet or json_out):
+        err.print(
+            "since it last worked: " + ", ".join(m.describe() for m in moves[:8]),
+            highlight=False,
+        )
     runner = TrialRunner(cmd, launcher, stored=stored, on_trial=keep, overlays=overlays)
     planner = Planner(
         cmd,
@@ -258,6 +281,7 @@ def fix(
         budget_s=None if budget_minutes is None else budget_minutes * 60,
         on_event=_Printer(quiet or json_out),
         baseline=baseline,
+        moved=moved,
     )
     if not (quiet or json_out):
         err.print(
@@ -271,6 +295,8 @@ def fix(
     except KeyboardInterrupt:
         result = FixResult("not_fixed", (), tuple(runner.trials), "interrupted", interrupted=True)
     status = "interrupted" if result.interrupted else result.outcome
+    if result.outcome == "fixed":
+        remember_healthy(fs, cmd, python, result.changes)
     fs.finish_run(
         session_id, status=status, reason=result.reason, fix=result.changes, trials=result.trials
     )

@@ -13,7 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -114,3 +114,26 @@ def declared_pins(python: str, distribution: str) -> dict[str, object] | None:
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
         return None
     return found if isinstance(found, dict) else None
+
+
+_INSTALLED = """
+import json
+from importlib import metadata
+found = {}
+for d in metadata.distributions():  # in sys.path order: the first copy is the one imported
+    if d.metadata["Name"]:
+        found.setdefault(d.metadata["Name"], d.version)
+print(json.dumps(found))
+"""
+
+
+def installed_packages(python: str, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Every distribution ``python`` sees with its version, under the command's own
+    environment overrides (a ``PYTHONPATH`` it sets counts); {} if unreadable."""
+    try:
+        proc = subprocess.run([python, "-c", _INSTALLED], capture_output=True, text=True,
+                              timeout=60, env={**os.environ, **(env or {})})  # fmt: skip
+        found = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        return {}
+    return {str(k): str(v) for k, v in found.items()}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -37,7 +37,7 @@ from servedoctor.model import REMOVE, Change, Diagnosis
 
 __all__ = ["Candidate", "ChangeHistory", "build_candidates", "change_key"]
 
-Source = Literal["hypothesis", "rule", "finding", "probe", "drop-flag"]
+Source = Literal["hypothesis", "rule", "finding", "probe", "drop-flag", "env-diff"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +131,12 @@ def _is_noop(
     return False
 
 
+def _package_named(package: str, text: str) -> bool:
+    """Does the failure's text name the package (as installed or as imported)?"""
+    forms = {package.lower(), package.lower().replace("-", "_"), package.lower().replace("_", "-")}
+    return any(re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", text) for f in forms)
+
+
 def _diagnosis_text(diagnosis: Diagnosis) -> str:
     return "\n".join([diagnosis.summary, *(e.text for e in diagnosis.evidence)])
 
@@ -146,6 +152,7 @@ def build_candidates(
     environ: Mapping[str, str] | None = None,
     engine_version: str | None = None,
     packages: bool = False,
+    moved: Sequence[Change] = (),
 ) -> list[Candidate]:
     """All candidate changes for ``diagnosis`` of ``command``, best first (never empty-changed)."""
     policy = policy or default_policy()
@@ -213,6 +220,13 @@ def build_candidates(
             proposed = propose(spec, {}, setting)
             if proposed is not None:
                 add(proposed, spec.confidence, "rule", spec.cause, rule.id)
+
+    text = _diagnosis_text(diagnosis).lower()
+    for change in moved:  # back to the version of the last healthy run
+        named = _package_named(change.name, text)
+        conf = policy.env_diff_prior_named if named else policy.env_diff_prior
+        why = "changed since it last worked" + (" and the failure names it" if named else "")
+        add(change, conf, "env-diff", why, None)
 
     for change, past in history.items():
         if past.successes:

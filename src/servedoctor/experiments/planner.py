@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -105,6 +105,7 @@ class Planner:
         on_event: Callable[[PlanEvent], None] | None = None,
         baseline: Trial | None = None,
         baseline_duration_s: float = 30.0,
+        moved: Sequence[Change] = (),
     ) -> None:
         self.command = command
         self.runner = runner
@@ -119,6 +120,7 @@ class Planner:
         self.baseline = baseline
         self.baseline_diagnosis = baseline.diagnosis if baseline else None
         self.baseline_duration_s = baseline_duration_s
+        self.moved = tuple(moved)  # packages back to the versions of the last healthy run
         self.stack: list[_State] = []
         self.partials: list[Change] = []
         self.first_healthy: int | None = None
@@ -141,6 +143,7 @@ class Planner:
             base_cost_s=trial.duration_s or self.baseline_duration_s,
             history=self.history_for(diagnosis.error_class),
             packages=self.runner.overlays is not None,
+            moved=self.moved if self.runner.overlays is not None else (),
         )
         return [c for c in cands if c.runnable and (c.change.kind, c.change.name) not in touched]
 

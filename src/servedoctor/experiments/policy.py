@@ -36,6 +36,8 @@ class Policy(BaseModel):
     drop_flag_prior_mentioned: float = Field(ge=0, le=1)
     drop_flag_prior_rule_condition: float = Field(ge=0, le=1)
     finding_confidence: float = Field(ge=0, le=1)
+    env_diff_prior: float = Field(ge=0, le=1)
+    env_diff_prior_named: float = Field(ge=0, le=1)
     healthy_factor: float = Field(ge=1)
     healthy_extra_s: float = Field(ge=0)
     package_extra_s: float = Field(ge=0)

@@ -52,6 +52,19 @@ class FingerprintRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+class HealthyEnvRow(Base):
+    """The server environment's packages at a healthy launch or fix, per engine and model:
+    what a later failure of the same server is diffed against."""
+
+    __tablename__ = "healthy_envs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    engine: Mapped[str] = mapped_column(String(64), index=True)
+    target: Mapped[str] = mapped_column(String(512), index=True)
+    python: Mapped[str] = mapped_column(String(512))
+    packages: Mapped[dict[str, Any]] = mapped_column(JSON)
+    recorded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
 class ChangeRow(Base):
     """One flag, env var or package pin with its value (unique on ``key``)."""
 
