@@ -130,7 +130,11 @@ def test_port_already_in_use(
     assert result.failure is not None
     assert result.failure.kind in ("fatal_line", "process_exit")
     assert "address already in use" in result.failure.detail or result.exit_code == 3
-    assert result.exit_code == 3
+    # the server exits 3 by itself, unless the supervisor saw its fatal line first and
+    # stopped it (a race on a loaded machine): then the failure is that line
+    assert result.exit_code == 3 or (
+        result.failure.kind == "fatal_line" and "already in use" in result.failure.detail
+    )
     assert result.smoke is None  # never reported ready through someone else's port
     run = _run_json(result)
     assert any("already in use" in w for w in run["warnings"])  # type: ignore[union-attr]
