@@ -6,6 +6,7 @@ from __future__ import annotations
 from servedoctor.cli import (  # noqa: F401
     archscan_cmd,
     compare_cmd,
+    config_cmd,
     diagnose_cmd,
     env_cmd,
     fix_cmd,
@@ -13,6 +14,7 @@ from servedoctor.cli import (  # noqa: F401
     plan_cmd,
     preflight_cmd,
     rules_cmd,
+    runs_cmd,
 )
 from servedoctor.cli.app import app, run_app
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -14,7 +15,10 @@ from servedoctor.diagnose import diagnose_path
 from servedoctor.diagnose.evaluate import FIELDS, evaluate
 from servedoctor.engines import all_engines
 from servedoctor.errors import UserError
+from servedoctor.model import Diagnosis
 from servedoctor.report.terminal import render
+
+_RUN_ID = re.compile(r"^\d{8}-\d{6}")  # the name make_run_dir gives a run folder
 
 
 def _engine_choice(value: str) -> str:
@@ -25,7 +29,13 @@ def _engine_choice(value: str) -> str:
 
 @app.command("diagnose")
 def diagnose(
-    logs: Annotated[list[str], typer.Argument(help="Log files to diagnose; - reads stdin.")],
+    logs: Annotated[
+        list[str],
+        typer.Argument(
+            help="Log files to diagnose; - reads stdin; a run folder, a run id or 'last' "
+            "diagnoses that run's server.log with what its run.json recorded."
+        ),
+    ],
     json_: Annotated[bool, typer.Option("--json", help="Print JSON Lines, one per file.")] = False,
     engine: Annotated[
         str, typer.Option(help="Server that wrote the log.", callback=_engine_choice)
@@ -40,6 +50,14 @@ def diagnose(
             "else the latest release servedoctor knows)."
         ),
     ] = None,
+    runs_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--runs-dir",
+            help="where 'last' and run ids are looked up (default: $SERVEDOCTOR_RUNS_DIR, "
+            "the config file, else ~/.local/state/servedoctor/runs)",
+        ),
+    ] = None,
 ) -> None:
     """Say what failed in a server log, when, where, and what one change would test it.
 
@@ -48,7 +66,17 @@ def diagnose(
     bad = failed = False
     for log in logs:
         try:
-            diagnosis = diagnose_path(log, engine=engine, arch=arch, engine_version=engine_version)
+            run_dir = _run_folder(log, runs_dir)
+            if run_dir is not None:
+                from servedoctor.launch.record import diagnose_recorded
+
+                diagnosis: Diagnosis = diagnose_recorded(
+                    run_dir, engine=engine, arch=arch, engine_version=engine_version
+                )
+            else:
+                diagnosis = diagnose_path(
+                    log, engine=engine, arch=arch, engine_version=engine_version
+                )
         except UserError as exc:
             err.print(f"[bold red]servedoctor:[/] {exc}", highlight=False)
             bad = True
@@ -64,6 +92,20 @@ def diagnose(
         else:
             render(diagnosis, out, with_context=log != "-")
     raise typer.Exit(2 if bad else 1 if failed else 0)
+
+
+def _run_folder(arg: str, runs_dir: Path | None) -> Path | None:
+    """The run folder ``arg`` names (a folder, ``last``, or a run id such as
+    ``20261201-141352-vllm``), or None for a log file."""
+    path = Path(arg)
+    if arg == "-" or path.is_file():
+        return None
+    if not path.is_dir() and arg != "last" and not _RUN_ID.match(arg):
+        return None  # a missing file: diagnose_path says so
+    from servedoctor.config import default_runs_dir
+    from servedoctor.launch.record import find_run
+
+    return find_run(arg, runs_dir if runs_dir is not None else default_runs_dir())
 
 
 @app.command("eval")

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from servedoctor.cli.app import app, out
+from servedoctor.config import default_store
 from servedoctor.errors import UserError
 from servedoctor.findings.export import render_markdown
 from servedoctor.findings.store import FindingsStore, StoredRun, store_path
@@ -20,7 +21,12 @@ findings_app = typer.Typer(
 )
 app.add_typer(findings_app, name="findings")
 
-_STORE = typer.Option(None, "--store", help="findings store: a path (SQLite) or a SQLAlchemy URL")
+_STORE = typer.Option(
+    ...,
+    "--store",
+    default_factory=default_store,
+    help="findings store: a path (SQLite) or a SQLAlchemy URL",
+)
 
 
 def _read(store: str | None, limit: int | None) -> tuple[list[StoredRun], str]:

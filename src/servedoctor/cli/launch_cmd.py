@@ -14,6 +14,13 @@ import typer
 from rich.markup import escape
 
 from servedoctor.cli.app import app, err, out
+from servedoctor.config import (
+    config_env,
+    default_grace,
+    default_request_timeout,
+    default_runs_dir,
+    default_startup_timeout,
+)
 from servedoctor.errors import UserError
 from servedoctor.taxonomy import PHASES
 
@@ -57,16 +64,39 @@ def launch_cmd(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no live display"),
     prompt: str = typer.Option("Say hello in one sentence.", help="smoke-test prompt"),
     max_tokens: int = typer.Option(16, min=1, help="smoke-test max_tokens"),
-    request_timeout: float = typer.Option(60.0, help="seconds a generation request may take"),
+    request_timeout: float = typer.Option(
+        ...,
+        "--request-timeout",
+        default_factory=default_request_timeout,
+        help="seconds a generation request may take (default: config file, else 60)",
+    ),
     expect: str | None = typer.Option(None, help="regex the smoke reply must match"),
     keep_running: bool = typer.Option(False, help="leave a healthy server running"),
     stall_timeout: list[str] = typer.Option(
         [], "--stall-timeout", help="PHASE=SECONDS with no log line or probe answer → hang"
     ),
-    startup_timeout: float | None = typer.Option(None, help="seconds to become ready"),
-    runs_dir: Path = typer.Option(Path("runs"), help="where run directories go"),
-    env: list[str] = typer.Option([], "--env", help="NAME=VALUE for the server's environment"),
-    grace: float = typer.Option(10.0, help="seconds between SIGTERM and SIGKILL on teardown"),
+    startup_timeout: float | None = typer.Option(
+        ...,
+        "--startup-timeout",
+        default_factory=default_startup_timeout,
+        help="seconds to become ready (default: config file, else no limit)",
+    ),
+    runs_dir: Path = typer.Option(
+        ...,
+        "--runs-dir",
+        default_factory=default_runs_dir,
+        help="where run directories go (default: $SERVEDOCTOR_RUNS_DIR, the config file, "
+        "else ~/.local/state/servedoctor/runs)",
+    ),
+    env: list[str] = typer.Option(
+        [], "--env", help="NAME=VALUE for the server's environment (over the config file's env)"
+    ),
+    grace: float = typer.Option(
+        ...,
+        "--grace",
+        default_factory=default_grace,
+        help="seconds between SIGTERM and SIGKILL on teardown (default: config file, else 10)",
+    ),
 ) -> None:
     """Launch CMD, follow its phases, smoke-test it, and diagnose it if it fails.
 
@@ -94,7 +124,7 @@ def launch_cmd(
         runs_dir=runs_dir,
         stall_timeouts=stalls,
         startup_timeout=startup_timeout,
-        env=parse_env(env),
+        env={**config_env(), **parse_env(env)},  # --env over the config file's env table
         quiet=quiet or json_out,
         grace_s=grace,
     )

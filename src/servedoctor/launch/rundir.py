@@ -1,4 +1,9 @@
-"""The run directory: ``runs/<time>-<engine>/server.log`` written as produced, and run.json.
+"""The run directory: ``<runs>/<time>-<engine>/server.log`` written as produced, and run.json.
+
+Runs go under the user's state directory (``$XDG_STATE_HOME/servedoctor/runs``, else
+``~/.local/state/servedoctor/runs``) unless ``--runs-dir``, ``$SERVEDOCTOR_RUNS_DIR`` or a
+config file says otherwise; a run directory's path is always absolute, so run.json and the
+findings store still name it after a ``cd``.
 
 The log pump reads the server's output pipe, writes each piece to ``server.log`` (secrets
 masked) and flushes it *before* handing the lines on for parsing, so the log on disk is
@@ -20,6 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from servedoctor.config import builtin_runs_dir
 from servedoctor.redact import redact_text
 
 LOG_NAME = "server.log"
@@ -38,9 +44,16 @@ class LogLine:
     partial: bool = False  # an unterminated tail (a progress bar being drawn), seen early
 
 
+def default_runs_dir() -> Path:
+    """Where runs go when nothing says otherwise (the user's state directory)."""
+    return builtin_runs_dir()
+
+
 def make_run_dir(runs_dir: Path, engine: str, *, now: datetime | None = None) -> Path:
-    """Create ``runs_dir/<YYYYmmdd-HHMMSS>-<engine>`` (``-2``, ``-3``... if taken)."""
+    """Create ``runs_dir/<YYYYmmdd-HHMMSS>-<engine>`` (``-2``, ``-3``... if taken); the
+    path returned is absolute."""
     stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+    runs_dir = Path(os.path.abspath(Path(runs_dir).expanduser()))
     runs_dir.mkdir(parents=True, exist_ok=True)
     base = runs_dir / f"{stamp}-{engine}"
     for n in range(1, 1000):
