@@ -9,7 +9,7 @@ for the secret.
 from __future__ import annotations
 
 import json
-import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -101,19 +101,19 @@ def test_launch_writes_no_secret_to_run_json_or_server_log(tmp_path: Path, secre
 
 @pytest.mark.parametrize("secret", SECRETS)
 def test_keep_running_relay_writes_no_secret(tmp_path: Path, secret: str) -> None:
-    read, write = os.pipe()
-    data = "".join(line + "\n" for line in _log_lines(secret)).encode()
-    os.write(write, data[:50])  # a line split across reads
-    os.write(write, data[50:] + f"tail without newline HF_TOKEN={secret}".encode())
-    os.close(write)
+    # the server wrote its private raw log; the relay transcribes it, masked, once the
+    # server's process group is gone (here: a group that has already ended)
+    data = "".join(line + "\n" for line in _log_lines(secret))
+    raw = tmp_path / "server.raw.log"
+    raw.write_text(data + f"tail without newline HF_TOKEN={secret}")
+    ended = subprocess.Popen(["true"], start_new_session=True)
+    ended.wait()
     log = tmp_path / "server.log"
-    try:
-        relay(read, str(log))
-    finally:
-        os.close(read)
+    relay(raw, log, 0, ended.pid)
     text = log.read_text()
     assert "non-default args" in text and "tail without newline" in text
     assert secret not in text
+    assert not raw.exists()  # everything transcribed: the raw copy is gone
 
 
 def _trial(secret: str, index: int, role: Any, outcome: Any) -> Trial:

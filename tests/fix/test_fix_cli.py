@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from servedoctor.cli import app
 from servedoctor.cli import fix_cmd as fix_module
+from servedoctor.errors import UserError
 from servedoctor.experiments.trial import LaunchReport
 from servedoctor.findings.store import FindingsStore
 from servedoctor.model import REMOVE
@@ -125,3 +126,25 @@ def test_findings_of_a_store_that_does_not_exist_is_exit_2_and_creates_nothing(
         assert done.returncode == 2
         assert done.stderr.strip() == f"servedoctor: no findings store at {missing}"
     assert not missing.parent.exists()
+
+
+def test_resume_refuses_a_finished_session_and_another_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = tmp_path / "f.db"
+    first = world()
+    first.at = 3
+    monkeypatch.setattr(fix_module, "supervised_launcher", lambda options: first)
+    assert CliRunner().invoke(app, ["fix", "--store", str(store), "--", *CMD]).exit_code == 130
+    (run,) = FindingsStore.open(store).runs()
+    other = [*CMD[:-1], "triton"]
+    r = CliRunner().invoke(app, ["fix", "--resume", "--store", str(store), "--", *other])
+    assert isinstance(r.exception, UserError) and "another command" in str(r.exception)
+    monkeypatch.setattr(fix_module, "supervised_launcher", lambda options: world())
+    same = CliRunner().invoke(app, ["fix", "--resume", "--store", str(store), "--", *CMD])
+    assert same.exit_code == 0, same.output  # the same command given again is fine
+    again = CliRunner().invoke(
+        app, ["fix", "--resume", "--run", str(run.id), "--store", str(store)]
+    )
+    assert isinstance(again.exception, UserError)
+    assert "already finished (fixed)" in str(again.exception)

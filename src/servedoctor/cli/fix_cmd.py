@@ -116,11 +116,28 @@ def _print_plan(cands: list[Candidate], json_out: bool) -> None:
         )
 
 
+#: Sessions that ended: nothing is left to resume in them.
+FINISHED = ("fixed", "not_fixed")
+
+
 def _resume_target(store: FindingsStore, run_id: int | None) -> StoredRun:
     run = store.run(run_id) if run_id is not None else store.latest_unfinished()
     if run is None:
         raise UserError("nothing to resume: no unfinished fix session in the store")
+    if run.status in FINISHED:
+        raise UserError(
+            f"session {run.id} already finished ({run.status.replace('_', ' ')}); "
+            "start a new one: servedoctor fix -- CMD ..."
+        )
     return run
+
+
+def _same_command(given: Sequence[str], stored: StoredRun) -> bool:
+    """Is the command given again the stored one (compared as stored: redacted)?"""
+    cmd = parse(list(given))
+    return redact_argv(cmd.render()) == list(stored.argv) and redact_env(dict(cmd.env)) == dict(
+        stored.env
+    )
 
 
 @app.command(
@@ -223,6 +240,11 @@ def fix(
                 )
             env_prefix = [f"{k}={v}" for k, v in target.env.items()]
             argv = [*env_prefix, *argv]
+        elif not _same_command(argv, target):
+            raise UserError(
+                f"session {target.id} was started with another command; resume it without "
+                "one, or start a new session for this command"
+            )
         options = TrialLaunchOptions.from_dict(target.options)
         stored = list(target.trials)
         session_id = target.id

@@ -106,7 +106,8 @@ class Reaper:
 
 
 class ServerProcess:
-    """One server command, started in a new session with stdout and stderr on one pipe.
+    """One server command, started in a new session with stdout and stderr on one pipe, or
+    on ``output_fd`` (the run's raw log file: then nothing of ours can slow its writes).
 
     With ``run_dir``, a :class:`Reaper` is started first, so no instant exists at which the
     server runs untied to this process.
@@ -119,6 +120,7 @@ class ServerProcess:
         env: Mapping[str, str] | None = None,
         run_dir: Path | None = None,
         grace_s: float = 10.0,
+        output_fd: int | None = None,
     ) -> None:
         self.run_id = uuid.uuid4().hex
         full_env = dict(os.environ)
@@ -129,7 +131,7 @@ class ServerProcess:
             self.popen = subprocess.Popen(
                 list(argv),
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
+                stdout=subprocess.PIPE if output_fd is None else output_fd,
                 stderr=subprocess.STDOUT,
                 env=full_env,
                 start_new_session=True,

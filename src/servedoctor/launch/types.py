@@ -21,6 +21,7 @@ FailureKind = Literal[
     "unexpected_text",  # the smoke reply did not match --expect
     "stall",  # no log progress and no probe answer for the phase's stall timeout
     "startup_timeout",  # not ready within --startup-timeout
+    "log_write",  # the server's log could not be written (disk full, I/O error)
 ]
 
 #: Stall timeouts per phase, in seconds: no log line and no probe answer for this long → hang.
