@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from servedoctor.diagnose import diagnose_path
@@ -51,6 +51,21 @@ def _wheel(where: Path, version: str) -> Path:
     return out
 
 
+def _launcher(tmp_path: Path) -> Callable[[Sequence[str], Mapping[str, str]], LaunchReport]:
+    """Runs the stand-in server as a real process and diagnoses what it printed."""
+
+    def launch(argv: Sequence[str], env: Mapping[str, str]) -> LaunchReport:
+        log = tmp_path / f"run{len(list(tmp_path.glob('run*.log')))}.log"
+        proc = subprocess.run(list(argv), env={**os.environ, **env}, capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+        log.write_text(proc.stdout + proc.stderr)
+        if proc.returncode == 0:
+            return LaunchReport("healthy", None, 1.0, exit_code=0)
+        return LaunchReport("failed", diagnose_path(log), 1.0, exit_code=proc.returncode)
+
+    return launch
+
+
 def test_requirement_of_reads_versions_and_ranges_not_prose() -> None:
     assert requirement_of(Change("package", "numpy", "<2")) == "numpy<2"
     assert requirement_of(Change("package", "transformers", "4.57.1")) == "transformers==4.57.1"
@@ -74,15 +89,7 @@ def test_fix_finds_the_package_version_in_an_overlay_and_leaves_the_environment(
     overlays = Overlays(sys.executable, cache=tmp_path / "cache",
                         pip_args=["--no-index", "--find-links", str(wheels)])  # fmt: skip
 
-    def launch(argv: Sequence[str], env: Mapping[str, str]) -> LaunchReport:
-        log = tmp_path / f"run{len(list(tmp_path.glob('run*.log')))}.log"
-        proc = subprocess.run(list(argv), env={**os.environ, **env}, capture_output=True,
-                              text=True, timeout=60)  # fmt: skip
-        log.write_text(proc.stdout + proc.stderr)
-        if proc.returncode == 0:
-            return LaunchReport("healthy", None, 1.0, exit_code=0)
-        return LaunchReport("failed", diagnose_path(log), 1.0, exit_code=proc.returncode)
-
+    launch = _launcher(tmp_path)
     cmd = parse([f"PYTHONPATH={site}", sys.executable, str(server)])
     result = Planner(cmd, TrialRunner(cmd, launch, overlays=overlays), max_trials=4).run()
     assert result.outcome == "fixed", [t.outcome for t in result.trials]
@@ -132,15 +139,7 @@ def test_a_package_the_error_does_not_name_is_found_by_the_diff_with_the_last_he
     assert [m.describe() for m in moves] == ["sdfake 1.0 → 2.0"]
     assert moved == [Change("package", "sdfake", "==1.0")]
 
-    def launch(argv: Sequence[str], env: Mapping[str, str]) -> LaunchReport:
-        log = tmp_path / f"run{len(list(tmp_path.glob('run*.log')))}.log"
-        proc = subprocess.run(list(argv), env={**os.environ, **env}, capture_output=True,
-                              text=True, timeout=60)  # fmt: skip
-        log.write_text(proc.stdout + proc.stderr)
-        if proc.returncode == 0:
-            return LaunchReport("healthy", None, 1.0, exit_code=0)
-        return LaunchReport("failed", diagnose_path(log), 1.0, exit_code=proc.returncode)
-
+    launch = _launcher(tmp_path)
     overlays = Overlays(sys.executable, cache=tmp_path / "cache",
                         pip_args=["--no-index", "--find-links", str(wheels)])  # fmt: skip
     runner = TrialRunner(cmd, launch, overlays=overlays)
