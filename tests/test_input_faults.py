@@ -55,3 +55,26 @@ def test_terminal_control_from_the_server_is_removed() -> None:
         "\x1b" not in printable("\x1b[2J\x1b[H\x1bc" + "x")
         and printable("tab\tkept") == "tab\tkept"
     )
+
+
+def test_a_broken_rule_file_stops_launch_before_any_server_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from servedoctor.cli import app
+    from servedoctor.knowledge import registry
+
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "bad.yaml").write_text("- id: NOPE\n  what: [unclosed\n")
+    monkeypatch.setattr(registry, "RULES_DIR", rules)
+    registry.default_registry.cache_clear()
+    marker = tmp_path / "started"
+    server = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    try:
+        r = CliRunner().invoke(app, ["launch", "--runs-dir", str(tmp_path / "runs"), "--", *server])
+    finally:
+        registry.default_registry.cache_clear()
+    assert isinstance(r.exception, UserError) and "bad.yaml" in str(r.exception)
+    assert not marker.exists() and not (tmp_path / "runs").exists()

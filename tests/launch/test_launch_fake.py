@@ -173,3 +173,14 @@ def test_cli_usage_errors(tmp_path: Path) -> None:
         assert "Traceback" not in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
     assert not any(tmp_path.iterdir())  # no run directory for a usage error
+
+
+def test_without_a_port_flag_the_port_comes_from_the_servers_own_line(tmp_path: Path) -> None:
+    port = _port()
+    # no --port: the engine default (8000) would be probed, but the server says where it is
+    result = launch([sys.executable, FAKE, "ok", str(port)], _opts(tmp_path, expect="Hello"))
+    assert result.outcome == "healthy", result.failure
+    assert result.smoke is not None and result.smoke.text == "Hello there."
+    record = json.loads((result.run_dir / "run.json").read_text())
+    assert any(f"listens on port {port}" in w for w in record["warnings"])
+    assert result.leftover_processes == 0 and _left(port) == []

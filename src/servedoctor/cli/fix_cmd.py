@@ -32,6 +32,7 @@ from servedoctor.experiments.planner import FixResult, PlanEvent, Planner
 from servedoctor.experiments.runner import TrialRunner
 from servedoctor.experiments.trial import Trial
 from servedoctor.findings.store import FindingsStore, StoredRun
+from servedoctor.knowledge.registry import default_registry
 from servedoctor.launch.process import check_command
 from servedoctor.model import Change
 from servedoctor.redact import MASK, redact_argv, redact_env, redact_url
@@ -251,6 +252,7 @@ def fix(
         fs.reopen(session_id)
     cmd = parse(argv)
     check_command(cmd.render())  # a command that does not exist is a usage error, not a trial
+    default_registry()  # a broken rule file is one line now, before any trial starts
     fingerprint = current_fingerprint(cmd.engine)
     launcher = supervised_launcher(options)
     if not resume:

@@ -102,6 +102,7 @@ def launch_cmd(
 
     Exit status: 0 healthy, 1 failed, 2 usage, 130 interrupted.
     """
+    from servedoctor.knowledge.registry import default_registry
     from servedoctor.launch import LaunchOptions, check_command, launch
     from servedoctor.launch.display import LiveDisplay, render_result
     from servedoctor.launch.stale import find_stale_runs
@@ -109,6 +110,7 @@ def launch_cmd(
 
     argv = list(command or [])
     check_command(argv)
+    default_registry()  # a broken rule file is one line now, before any server starts
     if expect is not None:
         try:
             re.compile(expect)

@@ -10,15 +10,17 @@ from __future__ import annotations
 import errno
 import os
 import queue
+import re
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from servedoctor.engines import EngineSpec
-from servedoctor.launch.endpoint import Endpoint
+from servedoctor.launch.endpoint import Endpoint, flag_value
 from servedoctor.launch.logtail import LogTail, TailLine, describe_write_error
 from servedoctor.launch.process import ServerProcess, describe_exit
 from servedoctor.launch.signals import StopSignals
@@ -40,6 +42,13 @@ EventSink = Callable[[LaunchEvent], None]
 LOG_WRITE: FailureKind = "log_write"
 _DETAIL_CHARS = 500
 _QUEUE_BATCHES = 16  # read batches waiting for the parser (bounds memory, not the server)
+
+
+#: A server saying where it listens: uvicorn, llama.cpp, aiohttp and Flask style lines.
+_LISTENING = re.compile(
+    r"(?i)(?:running on|listening on|listening at|serving on)\s+(?:https?://)?"
+    r"(?P<host>\[[^\]]+\]|[\w.\-]+):(?P<port>\d{2,5})\b"
+)
 
 
 class RunState:
@@ -78,6 +87,8 @@ class RunState:
         self.model: str | None = None
         self.signals = StopSignals()
         self.finishing = False
+        # no port flag: the engine's default is a guess until the server says where it listens
+        self.port_from_log = flag_value(argv, spec.port_flags) is None
 
     # -- events -----------------------------------------------------------------------
     def emit(self, kind: EventKind, message: str = "", data: dict[str, Any] | None = None) -> None:
@@ -112,6 +123,20 @@ class RunState:
             except queue.Empty:
                 return
 
+    def _learn_port(self, text: str) -> None:
+        """Take the port from the server's own 'running on …:PORT' line (once)."""
+        m = _LISTENING.search(text)
+        if m is None:
+            return
+        self.port_from_log = False
+        port = int(m.group("port"))
+        if 0 < port < 65536 and port != self.endpoint.port:
+            self.warnings.append(
+                f"the server says it listens on port {port} (no port flag; "
+                f"{self.spec.display}'s default is {self.endpoint.port}): probing {port}"
+            )
+            self.endpoint = replace(self.endpoint, port=port)
+
     def _count(self, batch: Sequence[TailLine]) -> None:
         """At the end of the run: lines are only counted, not parsed."""
         for line in batch:
@@ -121,6 +146,8 @@ class RunState:
     def _take(self, line: TailLine) -> None:
         if not line.partial and line.text:
             self.last_line_number = line.number
+            if self.port_from_log:
+                self._learn_port(line.text)
         self.last_activity = max(self.last_activity, line.t)
         facts = self.timeline.feed(line.number, line.text, line.t, partial=line.partial)
         if self.on_event is not None and not line.partial:
