@@ -148,3 +148,25 @@ def test_resume_refuses_a_finished_session_and_another_command(
     )
     assert isinstance(again.exception, UserError)
     assert "already finished (fixed)" in str(again.exception)
+
+
+def test_the_command_that_works_is_in_the_json_the_store_and_the_markdown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from servedoctor.findings.export import render_markdown
+
+    store = tmp_path / "f.db"
+    monkeypatch.setattr(fix_module, "supervised_launcher", lambda options: world())
+    env_cmd = ["HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz", *CMD]
+    r = CliRunner().invoke(app, ["fix", "--json", "--store", str(store), "--", *env_cmd])
+    assert r.exit_code == 0, r.output
+    works = json.loads(r.stdout)["command"]
+    assert "--attention-backend" not in works["argv"] and "--tp-size" in works["argv"]
+    assert works["env"] == {"HF_TOKEN": "***"}  # never the secret itself
+    (run,) = FindingsStore.open(store).runs()
+    assert run.to_dict()["command_that_works"]["argv"] == works["argv"]
+    markdown = render_markdown([run], store=str(store))
+    assert "The command that works" in markdown and "(1-minimal)" not in markdown
+    line = next(ln for ln in markdown.splitlines() if ln.startswith("HF_TOKEN='***' "))
+    assert "--attention-backend" not in line and "sglang.launch_server" in line
+    assert "hf_abcdefghijklmnopqrstuvwxyz" not in markdown

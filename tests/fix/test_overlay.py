@@ -147,3 +147,13 @@ def test_a_package_the_error_does_not_name_is_found_by_the_diff_with_the_last_he
     assert result.outcome == "fixed"
     assert result.changes == (Change("package", "sdfake", "==1.0"),)
     assert (site / "sdfake" / "__init__.py").read_text() == "__version__ = '2.0'\n"
+
+
+def test_a_shell_line_runs_as_written(tmp_path: Path) -> None:
+    from servedoctor.findings.working import shell_line
+
+    out = tmp_path / "out"
+    script = f"import os, sys; open({str(out)!r}, 'w').write(os.environ['A'] + '|' + sys.argv[1])"
+    line = shell_line([sys.executable, "-c", script, "two words $(x)"], {"A": "***; echo"})
+    subprocess.run(["sh", "-c", line], check=True)
+    assert out.read_text() == "***; echo|two words $(x)"

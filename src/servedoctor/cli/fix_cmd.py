@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import typer
@@ -23,15 +23,16 @@ from servedoctor.config import (
 from servedoctor.env.serverenv import server_interpreter
 from servedoctor.errors import UserError
 from servedoctor.experiments.candidates import Candidate, build_candidates
-from servedoctor.experiments.command import CommandLike, parse
+from servedoctor.experiments.command import parse
 from servedoctor.experiments.envhistory import moved_since_healthy, remember_healthy
 from servedoctor.experiments.fingerprint import current_fingerprint
 from servedoctor.experiments.launching import TrialLaunchOptions, supervised_launcher
-from servedoctor.experiments.overlay import Overlays, requirement_of
+from servedoctor.experiments.overlay import Overlays
 from servedoctor.experiments.planner import FixResult, PlanEvent, Planner
 from servedoctor.experiments.runner import TrialRunner
 from servedoctor.experiments.trial import Trial
 from servedoctor.findings.store import FindingsStore, StoredRun
+from servedoctor.findings.working import WorkingCommand, working_command
 from servedoctor.knowledge.registry import default_registry
 from servedoctor.launch.process import check_command
 from servedoctor.model import Change
@@ -326,15 +327,17 @@ def fix(
     )
     elapsed = time.monotonic() - started
 
-    working = _working_command(cmd, result.changes) if result.outcome == "fixed" else None
+    works = (
+        working_command(cmd.render(), dict(cmd.env), result.changes)
+        if result.outcome == "fixed"
+        else None
+    )
+    if works is not None:  # what is shown or printed never carries a secret
+        works = WorkingCommand(redact_argv(works.argv), redact_env(works.env), works.packages)
     if json_out:
         data = {"session": session_id, **result.to_dict(), "elapsed_s": round(elapsed, 2)}
-        if working is not None:
-            data["command"] = {
-                "argv": working[0],
-                "env": working[1],
-                "packages": _requirements(result.changes),
-            }
+        if works is not None:
+            data["command"] = works.to_dict()
         out.print_json(json.dumps(data))
     elif result.outcome == "fixed":
         n = sum(1 for t in result.trials if t.role != "baseline")
@@ -346,11 +349,10 @@ def fix(
             f": {_describe(result.changes)}  ({len(result.changes)} change{plural}, "
             f"{needed}; {n} trials, {elapsed:.0f} s)",
         )
-        if working is not None:
+        if works is not None:
             _say(out, ("the command that works:", "bold"))
-            for requirement in _requirements(result.changes):
-                _say(out, "  " + shlex.join(["pip", "install", requirement]) + "   # in its env")
-            _say(out, "  " + shell_line(*working))
+            for line in works.lines():
+                _say(out, "  " + line)
     else:
         _say(out, ("not fixed", "bold red"), f": {result.reason}")
     if result.interrupted:
@@ -361,24 +363,3 @@ def fix(
         )
         raise typer.Exit(130)
     raise typer.Exit(0 if result.outcome == "fixed" else 1)
-
-
-def _working_command(
-    cmd: CommandLike, changes: Sequence[Change]
-) -> tuple[list[str], dict[str, str]]:
-    """The server command with the fix applied: argv and the environment it changes
-    (package versions go into the server's environment: see :func:`_requirements`)."""
-    for change in changes:
-        if change.kind != "package":
-            cmd = cmd.apply(change)
-    return cmd.render(), dict(cmd.env)
-
-
-def _requirements(changes: Sequence[Change]) -> list[str]:
-    return [req for c in changes if (req := requirement_of(c))]
-
-
-def shell_line(argv: Sequence[str], env: Mapping[str, str]) -> str:
-    """One line to paste into a shell (quoted; secrets masked)."""
-    prefix = [f"{k}={v}" for k, v in redact_env(env).items()]
-    return shlex.join([*prefix, *redact_argv(argv)])

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from servedoctor.findings.store import StoredRun
+from servedoctor.findings.working import shell_line
 
 __all__ = ["render_markdown"]
 
@@ -23,4 +24,4 @@ def _environment() -> Environment:
 
 def render_markdown(runs: Sequence[StoredRun], *, store: str) -> str:
     template = _environment().get_template("findings.md.j2")
-    return template.render(runs=list(runs), store=store)
+    return template.render(runs=list(runs), store=store, shell_line=shell_line)

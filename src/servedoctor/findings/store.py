@@ -48,6 +48,7 @@ from servedoctor.findings.schema import (
     TrialRow,
     utcnow,
 )
+from servedoctor.findings.working import WorkingCommand, working_command
 from servedoctor.model import Change
 from servedoctor.redact import redact_text, redact_url
 
@@ -134,8 +135,15 @@ class StoredRun:
             "summary": self.summary,
             "reason": self.reason,
             "changes": [c.to_dict() for c in self.fix],
+            "command_that_works": (works.to_dict() if (works := self.works()) else None),
             "trials": [t.to_dict() for t in self.trials],
         }
+
+    def works(self) -> WorkingCommand | None:
+        """The stored command with the fix applied (None when nothing fixed it)."""
+        if self.status != "fixed":
+            return None
+        return working_command(self.argv, self.env, self.fix)
 
 
 class FindingsStore:
