@@ -84,3 +84,17 @@ def test_fix_matching_by_name_by_value_and_by_knob() -> None:
     pkg = {"kind": "package", "name": "Flash_Attn", "value": "2.5.7"}
     assert same_fix(Change("package", "flash-attn", "x"), pkg, None)
     assert not same_fix(Change("package", "torch", "x"), pkg, None)
+
+
+def test_no_hypothesis_shows_an_unfilled_placeholder() -> None:
+    import re
+
+    from servedoctor.knowledge.registry import default_registry
+
+    unfilled = re.compile(r"\{[\w:|+*/.-]+\}")
+    for rule in default_registry().area("diagnose"):
+        for snippet in rule.examples.fires:
+            for h in diagnose_text(snippet).hypotheses:
+                assert not unfilled.search(h.cause), f"{rule.id}: {h.cause}"
+                for c in h.changes:
+                    assert not unfilled.search(f"{c.name} {c.value}"), f"{rule.id}: {c}"

@@ -58,6 +58,10 @@ def match_rules(
 ) -> list[Hit]:
     """Hits of ``rules``; with ``contextual`` only the rules that need a diagnosis first."""
     hits: list[Hit] = []
+    # what the diagnosis located, for contextual rules' text ({culprit}, {component})
+    located = {
+        k: v for k, v in (("culprit", culprit), ("component", component)) if contextual and v
+    }
     every = _split(obs.texts)  # shared by the rules; repeats of a string left out
     distinct = every[0] + every[1]
     for rule in rules:
@@ -83,7 +87,7 @@ def match_rules(
         ):
             continue
         if not rule.match:
-            hits.append(Hit(rule=rule, text=None, groups={}))
+            hits.append(Hit(rule=rule, text=None, groups=dict(located)))
             continue
         if rule.when.at_end:
             split = _split([t for t in obs.texts if t.line > obs.last_line - rule.when.at_end])
@@ -91,7 +95,7 @@ def match_rules(
             split = every
         hit = _first_text(rule, split)
         if hit is not None:
-            hits.append(hit)
+            hits.append(Hit(hit.rule, hit.text, {**located, **hit.groups}) if located else hit)
     return hits
 
 
