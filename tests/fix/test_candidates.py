@@ -96,3 +96,16 @@ def test_a_hypothesis_proposing_the_probe_is_treated_as_a_probe_not_a_fix() -> N
     (p,) = [c for c in cands if c.change == probe]
     assert p.is_probe and p.prior == 0.0
     assert cands[0].change == Change("flag", "--dtype", "float16")
+
+
+def test_a_rule_candidate_names_the_located_culprit_not_a_placeholder() -> None:
+    from servedoctor.diagnose import diagnose_text
+
+    log = ("[transformers] Loading model /m\nImportError: FlashAttention2 has been toggled on, "
+           "but it cannot be used due to the following error: the package for FlashAttention2 "
+           "doesn't seem to be installed.\n")  # fmt: skip
+    cmd = parse(["transformers", "serve", "/m", "--attn-implementation", "flash_attention_2"])
+    cands = build_candidates(diagnosis=diagnose_text(log, engine="transformers"), command=cmd,
+                             base_cost_s=10)  # fmt: skip
+    (sdpa,) = [c for c in cands if c.change.value == "sdpa"]
+    assert "flash-attn" in sdpa.why and "{" not in sdpa.why

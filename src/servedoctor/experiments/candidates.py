@@ -31,7 +31,7 @@ from servedoctor.experiments.command import (
 )
 from servedoctor.experiments.overlay import requirement_of
 from servedoctor.experiments.policy import Policy, default_policy
-from servedoctor.knowledge.propose import Setting, propose
+from servedoctor.knowledge.propose import Setting, fill_text, propose
 from servedoctor.knowledge.registry import Registry, default_registry
 from servedoctor.model import REMOVE, Change, Diagnosis
 
@@ -210,6 +210,9 @@ def build_candidates(
         for change in hyp.changes:
             add(change, hyp.confidence, "hypothesis", hyp.cause or hyp.why, hyp.rule)
 
+    located = {
+        k: v for k, v in (("culprit", diagnosis.culprit), ("component", diagnosis.component)) if v
+    }
     implicated: set[str] = set()
     for rule_id in diagnosis.rules:
         rule = rules.get(rule_id)
@@ -217,9 +220,10 @@ def build_candidates(
             continue
         implicated.update(rule.when.flags)
         for spec in rule.changes:
-            proposed = propose(spec, {}, setting)
+            proposed = propose(spec, located, setting)
             if proposed is not None:
-                add(proposed, spec.confidence, "rule", spec.cause, rule.id)
+                why = fill_text(spec.cause, located, setting)
+                add(proposed, spec.confidence, "rule", why, rule.id)
 
     text = _diagnosis_text(diagnosis).lower()
     for change in moved:  # back to the version of the last healthy run
