@@ -18,6 +18,7 @@ from servedoctor.diagnose.api import diagnose_stream
 from servedoctor.diagnose.observe import Text
 from servedoctor.logs import events as events_module
 from servedoctor.logs import scan as scan_module
+from servedoctor.logs import traceback as traceback_module
 from servedoctor.logs.events import MAX_EVENTS, extract
 from servedoctor.logs.lines import CUT_MARK, MAX_LINE_BYTES, MAX_LINE_CHARS, Line, clean, decode
 from servedoctor.logs.model import Event
@@ -212,3 +213,74 @@ def test_many_request_tracebacks_before_the_crash_are_diagnosed() -> None:
     text = "".join(DECODE + request_traceback(i) for i in range(3000)) + CRASH
     d = diagnose_text(text)
     assert d.error_class is not None
+
+
+def _cleaned(text: str) -> list[Line]:
+    return [clean(n, raw) for n, raw in enumerate(text.encode().splitlines(), start=1)]
+
+
+def test_a_traceback_flood_reaches_the_full_regexes_once_per_new_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The frames and code lines of tracebacks printed again and again are looked at once:
+    only texts not seen lately reach the combined signal and marker searches and the
+    structural patterns, so a flood costs about what its new lines cost."""
+    calls = {"frame": 0}
+    real_frame = traceback_module.FRAME
+
+    class CountingFrame:
+        def match(self, text: str) -> re.Match[str] | None:
+            calls["frame"] += 1
+            return real_frame.match(text)
+
+    monkeypatch.setattr(events_module, "FRAME", CountingFrame())
+    events_module._shape.cached.cache_clear()
+    flood = "".join(request_traceback(i) for i in range(500)) + CRASH
+    lines = _cleaned(flood)
+    extractor = events_module.EventExtractor()
+    for line in lines:
+        list(extractor.feed(line))
+    assert len(lines) > 500 * 6
+    # one new text per traceback (its exception message), a few more once
+    assert extractor.screened <= 500 + 40
+    # the new texts, and the line after each exception (it may continue the message)
+    assert calls["frame"] <= 2 * 500 + 40
+    # a normal log: its repeated per-batch lines take the fast path, never the full searches
+    extractor = events_module.EventExtractor()
+    for line in _cleaned(DECODE * 2000 + CRASH):
+        list(extractor.feed(line))
+    assert extractor.screened <= 10
+
+
+def test_the_combined_prefix_peels_as_the_ordered_list_does() -> None:
+    from servedoctor.logs import lines as lines_module
+
+    samples = [
+        "[2026-03-02 18:22:10 TP3] Scheduler hit an exception",
+        "sglang-1  | [2026-03-02 18:22:10 DP1 TP3] INFO x",
+        "(EngineCore_DP0 pid=12) ERROR 03-02 18:22:10 [core.py:12] boom",
+        "(VllmWorker rank=2 pid=7) hello",
+        "[rank3]: RuntimeError: x",
+        "E0302 18:22:10.123 123 file.cc:12] bad",
+        "plain text",
+    ]
+    for sample in samples:
+        text, rank, source, level = sample, None, None, None
+        for _ in range(3):
+            for prefix in lines_module._prefixes():
+                m = prefix.regex.match(text)
+                if m is None:
+                    continue
+                groups = m.groupdict()
+                text = groups["msg"]
+                rank = (groups.get("rank") or "").strip() or rank
+                source = groups.get("source") or source
+                level = groups.get("level") or level
+                break
+            else:
+                break
+        got = lines_module._clean(1, sample.encode())
+        assert (got.text, got.level) == (text, level), sample
+        assert got.source == source
+        if rank is not None:
+            assert got.rank == rank

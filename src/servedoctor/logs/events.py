@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
-from typing import Any
+from functools import lru_cache
+from typing import Any, Generic, TypeVar
 
 from servedoctor.engines import EngineSpec, all_engines
 from servedoctor.logs.lines import Line
@@ -47,6 +48,55 @@ VERDICTS_KEPT = 4096
 VERDICT_TEXT_CHARS = 400
 _LOUD_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL", "E", "F", "WARN", "WARNING", "W"})
 
+#: What the structural patterns say of one line's text: traceback head, thread-dump head,
+#: chain line, native frame (its function), Python or boxed frame (file, line, function).
+_T = TypeVar("_T")
+_Shape = tuple[bool, bool, bool, str | None, tuple[str, int, str] | None]
+
+
+def _shape_of(text: str) -> _Shape:
+    native = NATIVE_FRAME.match(text)
+    frame = FRAME.match(text) or (BOX_FRAME.search(text) if "│" in text else None)
+    return (
+        TB_HEAD.search(text) is not None,
+        THREAD_HEAD.match(text.strip()) is not None,
+        CHAIN.search(text) is not None,
+        native.group("func").strip()[:240] if native else None,
+        (frame.group("file"), int(frame.group("line")), frame.group("func")) if frame else None,
+    )
+
+
+def _standalone_of(text: str) -> tuple[str, str] | None:
+    m = EXC_STANDALONE.match(text.strip())
+    return (m.group("type"), m.group("msg")) if m else None
+
+
+def _exc_of(stripped: str) -> tuple[str, str | None] | None:
+    m = EXC.match(stripped)
+    return (m.group("type"), m.group("msg")) if m else None
+
+
+def _notable_of(text: str) -> bool:
+    return _NOTABLE.search(text) is not None
+
+
+class _Remembered(Generic[_T]):
+    """``of``, its answers for short texts remembered: the frames and code lines of one
+    traceback printed again and again are looked at once."""
+
+    def __init__(self, of: Callable[[str], _T]) -> None:
+        self.of = of
+        self.cached = lru_cache(maxsize=VERDICTS_KEPT)(of)
+
+    def __call__(self, text: str) -> _T:
+        return self.cached(text) if len(text) <= VERDICT_TEXT_CHARS else self.of(text)
+
+
+_shape = _Remembered(_shape_of)
+_standalone = _Remembered(_standalone_of)
+_exc = _Remembered(_exc_of)
+_notable = _Remembered(_notable_of)
+
 
 class EventExtractor:
     """Feed cleaned lines in order; collect events. Memory stays bounded per traceback."""
@@ -60,6 +110,8 @@ class EventExtractor:
         self._signal_counts: dict[tuple[str, str], int] = {}
         self._orphan_code: dict[str | None, tuple[int, str]] = {}
         self._verdicts: dict[str, tuple[bool, bool, bool, bool]] = {}
+        #: lines whose text went through the combined signal and marker searches
+        self.screened = 0
 
     # Each handler returns True when it consumed the line.
     def feed(self, line: Line) -> Iterator[Event]:
@@ -76,7 +128,8 @@ class EventExtractor:
             yield from self._close(key)
             tb = None
 
-        if TB_HEAD.search(text):
+        tb_head, thread_head, chain, native_func, frame = _shape(text)
+        if tb_head:
             yield from self._close(key)
             self._open[key] = OpenTraceback(
                 start=line.number,
@@ -90,7 +143,7 @@ class EventExtractor:
             # "Scheduler hit an exception: Traceback..." is a fatal marker as well
             yield from self._one_liners(line)
             return
-        if THREAD_HEAD.match(text.strip()):
+        if thread_head:
             yield from self._close(key)
             self._open[key] = OpenTraceback(
                 start=line.number,
@@ -102,13 +155,12 @@ class EventExtractor:
                 header_text=text.strip(),
             )
             return
-        if CHAIN.search(text):
+        if chain:
             yield from self._close(key)
             self._chain_pending.add(key)
             return
 
-        native = NATIVE_FRAME.match(text)
-        if native is not None:
+        if native_func is not None:
             if tb is None or not tb.native:
                 yield from self._close(key)
                 tb = OpenTraceback(
@@ -126,7 +178,7 @@ class EventExtractor:
                     Frame(
                         file="<native>",
                         line=None,
-                        func=native.group("func").strip()[:240],
+                        func=native_func,
                         at=line.number,
                     )
                 )
@@ -137,9 +189,10 @@ class EventExtractor:
             yield from self._close(key)
             tb = None
 
-        frame = FRAME.match(text) or (BOX_FRAME.search(text) if "│" in text else None)
         if frame is None and tb is not None and tb.stack:
-            frame = PYSPY_FRAME.match(text)
+            pyspy = PYSPY_FRAME.match(text)
+            if pyspy is not None:
+                frame = (pyspy.group("file"), int(pyspy.group("line")), pyspy.group("func"))
         if frame is not None:
             if tb is None or tb.exc_type is not None:
                 yield from self._close(key)
@@ -161,14 +214,7 @@ class EventExtractor:
                     )
                     tb.start = orphan[0]
             if len(tb.frames) < MAX_FRAMES:
-                tb.frames.append(
-                    Frame(
-                        file=frame.group("file"),
-                        line=int(frame.group("line")),
-                        func=frame.group("func"),
-                        at=line.number,
-                    )
-                )
+                tb.frames.append(Frame(file=frame[0], line=frame[1], func=frame[2], at=line.number))
             tb.last = line.number
             return
 
@@ -181,7 +227,7 @@ class EventExtractor:
 
         if text[:1].isspace() and text.strip():
             self._orphan_code[key] = (line.number, text.strip()[:300])
-        em = EXC_STANDALONE.match(text.strip())
+        em = _standalone(text)
         if em:
             # an exception line without its traceback (an excerpt): keep its message lines
             self._open[key] = OpenTraceback(
@@ -189,8 +235,8 @@ class EventExtractor:
                 rank=line.rank,
                 header=False,
                 chained=False,
-                exc_type=em.group("type"),
-                message=[em.group("msg")],
+                exc_type=em[0],
+                message=[em[1]],
                 exc_line=line.number,
                 last=line.number,
             )
@@ -217,10 +263,10 @@ class EventExtractor:
                 # line inside the frames does not end the traceback
                 tb.last = line.number
                 return True
-            m = EXC.match(stripped)
+            m = _exc(stripped)
             if m and not stripped.startswith("Traceback"):
-                tb.exc_type = m.group("type")
-                tb.message = [m.group("msg") or ""]
+                tb.exc_type = m[0]
+                tb.message = [m[1] or ""]
                 tb.exc_line = line.number
                 tb.last = line.number
                 return True
@@ -248,6 +294,7 @@ class EventExtractor:
         verdict = self._verdicts.get(text)
         if verdict is not None:
             return verdict
+        self.screened += 1
         if KERNEL_ASSERT.search(text) is not None:
             return True, False, False, False  # the rest is not looked at
         verdict = (
@@ -330,18 +377,16 @@ class EventExtractor:
             )
         if inside_traceback:
             return
-        em = EXC_STANDALONE.match(text.strip())
+        em = _standalone(text)
         if em:
             yield Event(
                 kind="exception",
                 line=line.number,
                 text=text.strip(),
                 rank=line.rank,
-                fields={"exc_type": em.group("type"), "message": em.group("msg")},
+                fields={"exc_type": em[0], "message": em[1]},
             )
-        elif not matched_signal and (
-            (line.level or "").upper() in _LOUD_LEVELS or _NOTABLE.search(text)
-        ):
+        elif not matched_signal and ((line.level or "").upper() in _LOUD_LEVELS or _notable(text)):
             yield Event(
                 kind="notable",
                 line=line.number,

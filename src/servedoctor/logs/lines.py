@@ -49,6 +49,38 @@ def _prefixes() -> tuple[_Prefix, ...]:
     return tuple(_Prefix(name=p["name"], regex=re.compile(p["pattern"])) for p in raw)
 
 
+_GROUPS = ("msg", "rank", "source", "level")
+
+
+@lru_cache(maxsize=1)
+def _any_prefix() -> tuple[re.Pattern[str], dict[int, tuple[str | None, ...]]]:
+    """All prefixes in one anchored alternation, tried in order as the list is.
+
+    An alternation at a fixed position takes its first alternative that matches, so the
+    prefix this finds is the one the loop over :func:`_prefixes` would take, with the same
+    groups; one search instead of one per prefix. Each alternative is wrapped in a group
+    that closes last, so ``lastindex`` says which matched; the value maps it to the group
+    names (renamed apart) of ``msg``, ``rank``, ``source`` and ``level``.
+    """
+    parts: list[str] = []
+    names: list[tuple[str, tuple[str | None, ...]]] = []
+    for i, prefix in enumerate(_prefixes()):
+        pattern = prefix.regex.pattern
+        own = set(prefix.regex.groupindex)
+        pattern = re.sub(r"\(\?P<(\w+)>", rf"(?P<\1__{i}>", pattern)
+        pattern = re.sub(r"\(\?P=(\w+)\)", rf"(?P=\1__{i})", pattern)
+        parts.append(f"(?P<p__{i}>{pattern})")
+        names.append((f"p__{i}", tuple(f"{g}__{i}" if g in own else None for g in _GROUPS)))
+    regex = re.compile("|".join(parts))
+    return regex, {regex.groupindex[wrap]: groups for wrap, groups in names}
+
+
+#: Cleaned forms of short raw lines that repeat (traceback frames, their code lines).
+_CLEANED: dict[bytes, Line] = {}
+CLEANED_KEPT = 4096
+CLEANED_RAW_BYTES = 400
+
+
 def _last_state(raw: bytes) -> tuple[int, int]:
     """Bounds of the last non-blank ``\\r`` segment of ``raw`` (a redrawn bar's last state).
 
@@ -112,25 +144,37 @@ def _from_json(text: str) -> tuple[str, str | None, str | None] | None:
 
 
 def clean(number: int, raw: bytes) -> Line:
+    """The cleaned line; a short raw line seen lately is not cleaned again."""
+    if len(raw) > CLEANED_RAW_BYTES:
+        return _clean(number, raw)
+    known = _CLEANED.get(raw)
+    if known is None:
+        known = _clean(number, raw)
+        if len(_CLEANED) >= CLEANED_KEPT:
+            _CLEANED.clear()
+        _CLEANED[raw] = known
+        return known
+    return Line(number, known.text, known.full, known.rank, known.source, known.level)
+
+
+def _clean(number: int, raw: bytes) -> Line:
     full = decode(raw)
     text, rank, source, level = full, None, None, None
     if text.startswith("{") and text.endswith("}"):
         parsed = _from_json(text)
         if parsed is not None:
             text, level, rank = parsed
+    any_prefix, group_names = _any_prefix()
     for _ in range(3):
-        for prefix in _prefixes():
-            m = prefix.regex.match(text)
-            if m is None:
-                continue
-            groups = m.groupdict()
-            text = groups["msg"]
-            rank = (groups.get("rank") or "").strip() or rank
-            source = groups.get("source") or source
-            level = groups.get("level") or level
+        m = any_prefix.match(text)
+        if m is None:
             break
-        else:
-            break
+        g_msg, g_rank, g_source, g_level = group_names[m.lastindex or 0]
+        assert g_msg is not None
+        text = m.group(g_msg)
+        rank = ((m.group(g_rank) if g_rank else None) or "").strip() or rank
+        source = (m.group(g_source) if g_source else None) or source
+        level = (m.group(g_level) if g_level else None) or level
     if rank is None and source:
         m2 = _RANK_IN_SOURCE.search(source)
         rank = m2.group(0) if m2 else None

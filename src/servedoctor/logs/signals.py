@@ -7,7 +7,7 @@ one or two regex searches, not one per pattern.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -64,11 +64,27 @@ class MarkerIndex:
     any_marker: re.Pattern[str]
     any_config: re.Pattern[str]
 
+    #: which of ``frequent`` short texts seen lately matched (-1: none)
+    seen: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+
     def frequent_events(self, line: Line) -> list[Event]:
-        for regex, owners in self.frequent:
-            if regex.search(line.text):
-                return [phase_event(line, spec, marker) for spec, marker in owners]
-        return []
+        text = line.text
+        which = self.seen.get(text)
+        if which is None:
+            which = next(
+                (i for i, (regex, _) in enumerate(self.frequent) if regex.search(text)), -1
+            )
+            if len(text) <= SEEN_TEXT_CHARS:
+                if len(self.seen) >= SEEN_KEPT:
+                    self.seen.clear()
+                self.seen[text] = which
+        if which < 0:
+            return []
+        return [phase_event(line, spec, marker) for spec, marker in self.frequent[which][1]]
+
+
+SEEN_KEPT = 4096
+SEEN_TEXT_CHARS = 400
 
 
 _INDEXES: dict[tuple[int, ...], MarkerIndex] = {}
