@@ -36,8 +36,18 @@ def _fix(tmp_path: Path, env: dict[str, str], argv: list[str]) -> tuple[dict[str
     return json.loads(proc.stdout), store
 
 
-def _dropped(result: dict[str, Any]) -> set[str]:
-    assert all(c["value"] == REMOVE and c["kind"] == "flag" for c in result["changes"])
+#: What undoes flash_attention_2 on a machine without flash_attn: dropping the flag, or the
+#: portable implementation the diagnosis proposes (CTX007).
+UNDO_ATTN = {REMOVE, "sdpa", "eager"}
+
+
+def _undone(result: dict[str, Any]) -> set[str]:
+    """The flags the fix dropped or moved to a portable value (never anything else)."""
+    for c in result["changes"]:
+        assert c["kind"] == "flag"
+        assert c["value"] == REMOVE or (
+            c["name"] == "--attn-implementation" and c["value"] in UNDO_ATTN
+        )
     return {c["name"] for c in result["changes"]}
 
 
@@ -60,11 +70,11 @@ def test_fix_finds_the_one_breaking_flag_among_harmless_ones(
     )  # fmt: skip
     result, store = _fix(tmp_path, offline_env, argv)
     assert result["outcome"] == "fixed"
-    assert _dropped(result) == {"--attn-implementation"}
+    assert _undone(result) == {"--attn-implementation"}
     assert result["trials_to_healthy"] <= 2
-    # the command that works, as argv to run again: the flag is gone, the rest is kept
+    # the command that works, as argv to run again: flash_attention_2 is gone, the rest kept
     working = result["command"]["argv"]
-    assert "--attn-implementation" not in working and str(models["healthy"]) in working
+    assert "flash_attention_2" not in working and str(models["healthy"]) in working
     candidates = [t for t in result["trials"] if t["role"] == "candidate"]
     assert all(len(t["changes"]) == 1 for t in candidates)
     assert result["trials"][0]["outcome"] == "failed"
@@ -77,7 +87,10 @@ def test_fix_finds_the_one_breaking_flag_among_harmless_ones(
     assert row["changes"] == result["changes"] and row["engine"] == "transformers"
     export = subprocess.run([*SERVEDOCTOR, "findings", "export", "--store", str(store)],
                             capture_output=True, text=True, check=True)  # fmt: skip
-    assert "drop --attn-implementation" in export.stdout
+    assert (
+        "drop --attn-implementation" in export.stdout
+        or "--attn-implementation sdpa" in export.stdout
+    )
     assert "FlashAttention2" in export.stdout or "flash" in export.stdout.lower()
 
 
@@ -90,10 +103,10 @@ def test_fix_minimises_two_breaking_flags_to_exactly_those_two(
                      "--attn-implementation", "flash_attention_2", "--device", "cuda")  # fmt: skip
     result, store = _fix(tmp_path, offline_env, argv)
     assert result["outcome"] == "fixed"
-    assert _dropped(result) == {"--attn-implementation", "--device"}
+    assert _undone(result) == {"--attn-implementation", "--device"}
     # 1-minimal: each of the two alone was tried and is not enough
     alone = {
-        next(iter(_dropped({"changes": t["changes"]})))
+        next(iter(_undone({"changes": t["changes"]})))
         for t in result["trials"]
         if len(t["changes"]) == 1 and t["outcome"] != "healthy"
     }
