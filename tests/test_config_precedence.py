@@ -7,21 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from clihelp import isolate, sd
 from servedoctor import config
-from servedoctor.cli import run_app
 from servedoctor.errors import UserError
 
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    monkeypatch.delenv("SERVEDOCTOR_RUNS_DIR", raising=False)
-    monkeypatch.delenv("SERVEDOCTOR_STORE", raising=False)
-    (tmp_path / "proj").mkdir()
-    monkeypatch.chdir(tmp_path / "proj")
+    isolate(tmp_path, monkeypatch, "proj")
     return tmp_path
 
 
@@ -30,14 +23,6 @@ def user_file(home: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
-
-
-def sd(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        run_app(list(argv))
-    cap = capsys.readouterr()
-    code = exc.value.code
-    return (code if isinstance(code, int) else 0), cap.out, cap.err
 
 
 def test_builtin_defaults(home: Path) -> None:

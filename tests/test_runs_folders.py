@@ -13,7 +13,7 @@ from typing import Any
 import psutil
 import pytest
 
-from servedoctor.cli import run_app
+from clihelp import isolate, sd
 from servedoctor.launch.record import death_signal, find_run, list_runs
 from servedoctor.launch.rundir import make_run_dir
 from servedoctor.launch.stale import find_stale_runs
@@ -24,21 +24,7 @@ LOG = "INFO: starting server\nLoading safetensors checkpoint shards: 100% 2/2\n"
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No config file or state of the machine leaks in."""
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.delenv("SERVEDOCTOR_RUNS_DIR", raising=False)
-    monkeypatch.delenv("SERVEDOCTOR_STORE", raising=False)
-    (tmp_path / "cwd").mkdir()
-    monkeypatch.chdir(tmp_path / "cwd")
-
-
-def sd(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        run_app(list(argv))
-    cap = capsys.readouterr()
-    code = exc.value.code
-    return (code if isinstance(code, int) else 0), cap.out, cap.err
+    isolate(tmp_path, monkeypatch, "cwd")
 
 
 def fabricate(
