@@ -51,6 +51,16 @@ def _wheel(where: Path, version: str) -> Path:
     return out
 
 
+def _wheels_and_pip(tmp_path: Path) -> tuple[Path, list[str]]:
+    """Wheels of sdfake 1.0 and 2.0, and a pip that installs only from them (offline)."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "1.0"), _wheel(wheels, "2.0")
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index",
+           "--find-links", str(wheels)]  # fmt: skip
+    return wheels, pip
+
+
 def _launcher(tmp_path: Path) -> Callable[[Sequence[str], Mapping[str, str]], LaunchReport]:
     """Runs the stand-in server as a real process and diagnoses what it printed."""
 
@@ -76,11 +86,7 @@ def test_requirement_of_reads_versions_and_ranges_not_prose() -> None:
 def test_fix_finds_the_package_version_in_an_overlay_and_leaves_the_environment(
     tmp_path: Path,
 ) -> None:
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    _wheel(wheels, "1.0"), _wheel(wheels, "2.0")
-    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index",
-           "--find-links", str(wheels)]  # fmt: skip
+    wheels, pip = _wheels_and_pip(tmp_path)
     site = tmp_path / "server-site"  # the server's own environment: sdfake 2.0
     subprocess.run([*pip, "--target", str(site), "sdfake==2.0"], check=True)
     before = sorted(p.name for p in site.iterdir())
@@ -121,11 +127,7 @@ def test_a_package_the_error_does_not_name_is_found_by_the_diff_with_the_last_he
     from servedoctor.experiments.envhistory import moved_since_healthy, remember_healthy
     from servedoctor.findings.store import FindingsStore
 
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    _wheel(wheels, "1.0"), _wheel(wheels, "2.0")
-    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index",
-           "--find-links", str(wheels)]  # fmt: skip
+    wheels, pip = _wheels_and_pip(tmp_path)
     site = tmp_path / "server-site"
     subprocess.run([*pip, "--target", str(site), "sdfake==1.0"], check=True)
     server = tmp_path / "server.py"
