@@ -225,9 +225,9 @@ def build_candidates(
                 why = fill_text(spec.cause, located, setting)
                 add(proposed, spec.confidence, "rule", why, rule.id)
 
-    text = _diagnosis_text(diagnosis).lower()
+    text = _diagnosis_text(diagnosis)
     for change in moved:  # back to the version of the last healthy run
-        named = _package_named(change.name, text)
+        named = _package_named(change.name, text.lower())
         conf = policy.env_diff_prior_named if named else policy.env_diff_prior
         why = "changed since it last worked" + (" and the failure names it" if named else "")
         add(change, conf, "env-diff", why, None)
@@ -254,7 +254,6 @@ def build_candidates(
             value=policy.probe_value * (1.0 if is_async else suggested_probes[key]),
         )
 
-    text = _diagnosis_text(diagnosis)
     keep = set(policy.keep_flags)
     for flag in flags:
         if flag.name in keep or flag.is_default:

@@ -58,7 +58,7 @@ def knows_flag(command: CommandLike, name: str) -> bool:
     read from its parser) has ``name``."""
     if not isinstance(command, ServerCommand):
         return True
-    if engines_knowing(name) and command.engine in engines_knowing(name):
+    if command.engine in engines_knowing(name):
         return True
     if command.table is None:
         return inventory(command.engine) is None
