@@ -32,6 +32,7 @@ from servedoctor.launch.process import ServerProcess, Teardown, check_command
 from servedoctor.launch.record import add_result, probes_record, run_record
 from servedoctor.launch.rundir import LOG_NAME, make_run_dir, write_run_json
 from servedoctor.launch.runstate import LOG_WRITE, EventSink
+from servedoctor.launch.samples import SampleRecorder
 from servedoctor.launch.stale import find_stale_runs, port_holder
 from servedoctor.launch.telemetry import GpuTelemetry
 from servedoctor.launch.types import Failure, LaunchOptions, Outcome, RunResult
@@ -114,6 +115,7 @@ class _Supervisor(Watcher):
         finally:
             os.close(raw)  # the server holds it now
         self.tail.start()
+        self.samples = SampleRecorder.begin(self.run_dir, self.proc.pid, t0=self.t0)
         # load the knowledge rules while the server starts, not after it dies
         self.warmup = threading.Thread(target=default_registry, name="rules-warmup", daemon=True)
         self.warmup.start()
@@ -169,6 +171,7 @@ class _Supervisor(Watcher):
                     "server.log is incomplete (the log could not be written); the rest, "
                     f"unmasked, is in the private {self.run_dir / RAW_NAME}"
                 )
+        self.samples.stop()
         run_pids = [self.proc.pid]
         gpu = None if keep else self.gpu.confirm_released(run_pids)
         self.gpu.close()
