@@ -97,6 +97,9 @@ def launch_cmd(
         default_factory=default_grace,
         help="seconds between SIGTERM and SIGKILL on teardown (default: config file, else 10)",
     ),
+    on: str | None = typer.Option(
+        None, "--on", help="run CMD on a remote host through ssh: ssh://[user@]host[:port]"
+    ),
 ) -> None:
     """Launch CMD, follow its phases, smoke-test it, and diagnose it if it fails.
 
@@ -107,9 +110,12 @@ def launch_cmd(
     from servedoctor.launch.display import LiveDisplay, render_result
     from servedoctor.launch.stale import find_stale_runs
     from servedoctor.launch.types import DEFAULT_STALL_TIMEOUTS
+    from servedoctor.remote import parse_target
 
     argv = list(command or [])
-    check_command(argv)
+    target = None if on is None else parse_target(on)
+    if target is None or not argv:
+        check_command(argv)  # a remote command can only be checked there
     default_registry()  # a broken rule file is one line now, before any server starts
     if expect is not None:
         try:
@@ -129,6 +135,7 @@ def launch_cmd(
         env={**config_env(), **parse_env(env)},  # --env over the config file's env table
         quiet=quiet or json_out,
         grace_s=grace,
+        on=target,
     )
     code = {"healthy": EXIT_HEALTHY, "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
     try:

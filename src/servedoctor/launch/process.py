@@ -8,6 +8,10 @@ counts what is still alive.
 
 A reaper process (``reaper.py``) is started with the server and tied to the supervisor by a
 pipe: if the supervisor dies without saying it is done, the reaper stops the tree instead.
+
+:func:`start_server` is the one entry point: with a remote target it starts the command on
+another host through SSH instead (``servedoctor.remote``), behind the same :class:`Server`
+interface.
 """
 
 from __future__ import annotations
@@ -23,10 +27,14 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import psutil
 
 from servedoctor.errors import UserError
+
+if TYPE_CHECKING:
+    from servedoctor.remote.launching import RemoteLaunch
 
 #: Environment variable set for the server; every descendant inherits it unless it clears it.
 RUN_MARKER = "SERVEDOCTOR_RUN_ID"
@@ -56,15 +64,73 @@ class Teardown:
     killed: int  # processes that needed SIGKILL
     duration_s: float
     exit_code: int | None
+    confirmed: bool = True  # False: a remote host could not be asked what was left
 
     def to_dict(self) -> dict[str, object]:
-        return {
+        data: dict[str, object] = {
             "leftover": self.leftover,
             "leftover_pids": list(self.leftover_pids),
             "killed": self.killed,
             "duration_s": round(self.duration_s, 3),
             "exit_code": self.exit_code,
         }
+        if not self.confirmed:
+            data["confirmed"] = False
+        return data
+
+
+class Server(Protocol):
+    """What the supervisor needs of a started server, here or on a remote host."""
+
+    run_id: str
+    pid: int
+    pgid: int
+    reaper: Reaper | None
+    notes: list[str]  # what the run's warnings should say about the process's transport
+
+    def poll(self) -> int | None: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def snapshot(self) -> int: ...
+
+    def pids(self) -> set[int]: ...
+
+    def release(self, *, keep: bool) -> None: ...
+
+    def stop(
+        self,
+        *,
+        grace_s: float = 10.0,
+        kill_wait_s: float = 5.0,
+        hurry: Callable[[], bool] | None = None,
+    ) -> Teardown: ...
+
+
+def start_server(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None,
+    run_dir: Path,
+    grace_s: float,
+    output_fd: int,
+    remote: RemoteLaunch | None = None,
+) -> Server:
+    """Start ``argv`` here (:class:`ServerProcess`) or, with ``remote``, on a remote host
+    through SSH (:class:`servedoctor.remote.process.RemoteServerProcess`)."""
+    if remote is None:
+        return ServerProcess(argv, env=env, run_dir=run_dir, grace_s=grace_s, output_fd=output_fd)
+    from servedoctor.remote.process import RemoteServerProcess
+
+    return RemoteServerProcess(
+        argv,
+        target=remote.target,
+        env=env,
+        grace_s=grace_s,
+        output_fd=output_fd,
+        forward=remote.forward,
+    )
 
 
 class Reaper:
@@ -123,6 +189,7 @@ class ServerProcess:
         output_fd: int | None = None,
     ) -> None:
         self.run_id = uuid.uuid4().hex
+        self.notes: list[str] = []
         full_env = dict(os.environ)
         full_env.update(env or {})
         full_env[RUN_MARKER] = self.run_id

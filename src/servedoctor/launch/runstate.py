@@ -22,7 +22,7 @@ import httpx
 from servedoctor.engines import EngineSpec
 from servedoctor.launch.endpoint import Endpoint, flag_value
 from servedoctor.launch.logtail import LogTail, TailLine, describe_write_error
-from servedoctor.launch.process import ServerProcess, describe_exit
+from servedoctor.launch.process import Server, describe_exit
 from servedoctor.launch.signals import StopSignals
 from servedoctor.launch.telemetry import GpuTelemetry
 from servedoctor.launch.timeline import Timeline
@@ -54,7 +54,7 @@ _LISTENING = re.compile(
 class RunState:
     """State shared by the supervisor's parts; see the module doc."""
 
-    proc: ServerProcess
+    proc: Server
     tail: LogTail
     gpu: GpuTelemetry
     run_dir: Path

@@ -28,7 +28,7 @@ from servedoctor.launch.endpoint import endpoint_for
 from servedoctor.launch.failure import complete, diagnose_run
 from servedoctor.launch.logtail import RAW_NAME, LogTail, open_raw
 from servedoctor.launch.probes import port_open
-from servedoctor.launch.process import ServerProcess, Teardown, check_command
+from servedoctor.launch.process import Server, Teardown, check_command, start_server
 from servedoctor.launch.record import add_result, probes_record, run_record
 from servedoctor.launch.rundir import LOG_NAME, make_run_dir, write_run_json
 from servedoctor.launch.runstate import LOG_WRITE, EventSink
@@ -39,6 +39,7 @@ from servedoctor.launch.types import Failure, LaunchOptions, Outcome, RunResult
 from servedoctor.launch.watch import Watcher
 from servedoctor.model import Diagnosis
 from servedoctor.redact import redact_text
+from servedoctor.remote.launching import RemoteLaunch, forwarded, remote_telemetry
 
 #: This process, as run.json names it (the create time tells a reused pid apart).
 _SUPERVISOR = {"pid": os.getpid(), "create_time": psutil.Process().create_time()}
@@ -52,13 +53,35 @@ def launch(
     argv: Sequence[str], options: LaunchOptions, *, on_event: EventSink | None = None
 ) -> RunResult:
     """Launch ``argv`` under supervision and return how it went (see module doc)."""
+    if options.on is not None:
+        return _launch_remote(argv, options, on_event)
     check_command(argv)
     spec = engine_for_command(list(argv))
     endpoint = endpoint_for(spec, argv)
     return _Supervisor(list(argv), spec, endpoint, options, on_event).run()
 
 
+def _launch_remote(
+    argv: Sequence[str], options: LaunchOptions, on_event: EventSink | None
+) -> RunResult:
+    """The command runs on ``options.on`` through SSH (``servedoctor.remote``); probes go
+    through a port forward to the port the command names."""
+    if not argv:
+        check_command(argv)
+    if options.keep_running:
+        raise UserError("--keep-running is not supported with --on yet")
+    assert options.on is not None
+    spec = engine_for_command(list(argv))
+    remote, endpoint = forwarded(options.on, endpoint_for(spec, argv))
+    supervisor = _Supervisor(list(argv), spec, endpoint, options, on_event)
+    supervisor.remote = remote
+    supervisor.port_from_log = False  # the forward goes to the port the command names
+    return supervisor.run()
+
+
 class _Supervisor(Watcher):
+    remote: RemoteLaunch | None = None  # set for a launch on a remote host
+
     def run(self) -> RunResult:
         # Signals are ours before anything starts: SIGINT, SIGTERM and SIGHUP end the run
         # (teardown, run.json, exit 130), and while the server starts they wait, so no
@@ -100,14 +123,19 @@ class _Supervisor(Watcher):
                 f"before launch{port_holder(self.endpoint.port)}; readiness needs the "
                 "engine's ready line"
             )
-        self.gpu = GpuTelemetry()
+        self.gpu = GpuTelemetry() if self.remote is None else remote_telemetry()
         self._write(outcome="running")
         self._reserve()
         raw = open_raw(self.run_dir)
         try:
             self.tail = LogTail(self.run_dir / RAW_NAME, self.log_path, self.lines)
-            self.proc = ServerProcess(
-                self.argv, env=opt.env, run_dir=self.run_dir, grace_s=opt.grace_s, output_fd=raw
+            self.proc = start_server(
+                self.argv,
+                env=opt.env,
+                run_dir=self.run_dir,
+                grace_s=opt.grace_s,
+                output_fd=raw,
+                remote=self.remote,
             )
         except OSError as exc:
             self._write(outcome="failed", error=f"cannot start: {exc.strerror or exc}")
@@ -159,6 +187,7 @@ class _Supervisor(Watcher):
         if not keep:
             self.emit("teardown", "stopping the process tree")
             teardown = self.proc.stop(grace_s=self.opt.grace_s, hurry=self.signals.hurry())
+        self.warnings.extend(n for n in self.proc.notes if n not in self.warnings)
         self._unreserve()  # the disk may be full: run.json and the log's end need room
         # run.json says what was stopped before anything slower (the log's end) can fail
         self._write(outcome=outcome, teardown=teardown)
@@ -250,7 +279,7 @@ class _Supervisor(Watcher):
         teardown: Teardown | None = None,
         error: str | None = None,
     ) -> None:
-        proc: ServerProcess | None = getattr(self, "proc", None)
+        proc: Server | None = getattr(self, "proc", None)
         record = run_record(
             outcome=outcome,
             engine=self.spec.name,
@@ -267,6 +296,8 @@ class _Supervisor(Watcher):
             reaper_pid=None if proc is None or proc.reaper is None else proc.reaper.pid,
             run_id=None if proc is None else proc.run_id,
         )
+        if self.remote is not None:
+            record["on"] = self.remote.target.url
         if error is not None:
             record["error"] = redact_text(error)
         if result is None and teardown is not None:

@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from servedoctor.model import Diagnosis
+from servedoctor.remote.url import SshTarget
 
 Outcome = Literal["healthy", "failed", "interrupted"]
 FailureKind = Literal[
@@ -57,6 +58,7 @@ class LaunchOptions:
     quiet: bool = False
     grace_s: float = 10.0  # SIGTERM → SIGKILL
     poll_s: float = 0.25  # supervisor tick
+    on: SshTarget | None = None  # run the command on this remote host (``--on ssh://…``)
 
     def stall_timeout(self, phase: str) -> float:
         return float(self.stall_timeouts.get(phase, DEFAULT_STALL_TIMEOUTS.get(phase, 600.0)))

@@ -1,0 +1,47 @@
+"""What a launch on a remote host adds: the SSH target and the port forward to the server.
+
+The server listens where its command says, on the remote host; probes go to a loopback port
+here that ``ssh -L`` forwards there. A forward's local end always accepts connections, so
+readiness is decided by the health answer coming through it, never by the port alone.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, replace
+
+from servedoctor.launch.endpoint import Endpoint
+from servedoctor.launch.telemetry import GpuTelemetry
+from servedoctor.remote.ssh import Forward
+from servedoctor.remote.url import SshTarget
+
+
+@dataclass(frozen=True)
+class RemoteLaunch:
+    target: SshTarget
+    forward: Forward
+
+
+def free_local_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def forwarded(target: SshTarget, endpoint: Endpoint) -> tuple[RemoteLaunch, Endpoint]:
+    """The forward to ``endpoint`` (as seen on the remote host) and the endpoint probes use."""
+    forward = Forward(free_local_port(), endpoint.host, endpoint.port)
+    local = replace(endpoint, host="127.0.0.1", port=forward.local_port)
+    return RemoteLaunch(target, forward), local
+
+
+class _RemoteGpuTelemetry(GpuTelemetry):
+    """This host's NVML knows nothing of the remote host's GPUs: telemetry is absent."""
+
+    @property
+    def available(self) -> bool:
+        return False
+
+
+def remote_telemetry() -> GpuTelemetry:
+    return _RemoteGpuTelemetry()
