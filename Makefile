@@ -14,6 +14,12 @@ install: $(BIN)/python
 	$(BIN)/pip install -q -e .
 
 install-test: $(BIN)/python
+	@# tests/remote start a real sshd on loopback (they skip, saying so, where none can be had)
+	@test -x /usr/sbin/sshd || { if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo -n"; fi; \
+		$$SUDO apt-get install -y -q openssh-server >/dev/null 2>&1 \
+		|| { $$SUDO apt-get update -q >/dev/null 2>&1 \
+		&& $$SUDO apt-get install -y -q openssh-server >/dev/null 2>&1; } \
+		|| echo "note: no sshd (apt-get install openssh-server): tests/remote will skip"; }
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e ".[dev,realserver]"
 
