@@ -13,6 +13,7 @@ from servedoctor.cli import (  # noqa: F401
     launch_cmd,
     plan_cmd,
     preflight_cmd,
+    report_cmd,
     rules_cmd,
     runs_cmd,
 )

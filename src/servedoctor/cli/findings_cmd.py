@@ -75,10 +75,22 @@ def findings_export(
     store: str | None = _STORE,
     output: Path | None = typer.Option(None, "--output", "-o", help="file (default: stdout)"),
     limit: int | None = typer.Option(None, "--limit", min=1),
+    html: bool = typer.Option(
+        False, "--html", help="one self-contained HTML page (trials drawn as timelines)"
+    ),
 ) -> None:
-    """Write the findings as Markdown: what failed, on which fingerprint, what fixed it."""
+    """Write the findings as Markdown (or HTML): what failed, on which fingerprint, what
+    fixed it."""
     runs, where = _read(store, limit)
-    text = render_markdown(runs, store=where)
+    if html:
+        from servedoctor.report.html import render_journal
+        from servedoctor.report.session import load_session
+
+        page = output or Path("findings.html")  # links are relative to the page
+        sessions = [load_session(r, with_log=False) for r in runs]
+        text = render_journal(sessions, store=where, page=page)
+    else:
+        text = render_markdown(runs, store=where)
     if output is None:
         out.print(text, highlight=False, markup=False, soft_wrap=True, end="")
     else:

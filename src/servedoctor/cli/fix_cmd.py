@@ -182,6 +182,9 @@ def fix(
         help="try package versions (transformers ==4.57.1) in an overlay of the server's "
         "environment, never in it",
     ),
+    no_report: bool = typer.Option(
+        False, "--no-report", help="do not write the session's HTML report"
+    ),
 ) -> None:
     """Find the smallest change (flags, env vars, package versions) that makes a failing
     server healthy.
@@ -355,6 +358,10 @@ def fix(
                 _say(out, "  " + line)
     else:
         _say(out, ("not fixed", "bold red"), f": {result.reason}")
+    if not no_report:
+        from servedoctor.cli.report_cmd import report_after_session
+
+        report_after_session(fs, session_id)
     if result.interrupted:
         where = f" --store {shlex.quote(redact_url(store))}" if store else ""
         err.print(

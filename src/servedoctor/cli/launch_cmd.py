@@ -97,6 +97,9 @@ def launch_cmd(
         default_factory=default_grace,
         help="seconds between SIGTERM and SIGKILL on teardown (default: config file, else 10)",
     ),
+    no_report: bool = typer.Option(
+        False, "--no-report", help="do not write the run's HTML report (report.html)"
+    ),
     on: str | None = typer.Option(
         None, "--on", help="run CMD on a remote host through ssh: ssh://[user@]host[:port]"
     ),
@@ -164,6 +167,10 @@ def launch_cmd(
         if not _output_closed(exc):
             raise
         _silence_output()
+    if not no_report:
+        from servedoctor.cli.report_cmd import report_after_run
+
+        report_after_run(result.run_dir, result.diagnosis)
     raise typer.Exit(code[result.outcome])
 
 

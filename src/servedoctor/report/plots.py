@@ -136,10 +136,11 @@ def timeline_figure(
             ax.annotate(
                 failure_label or "failure",
                 (failure_at, 0),
-                xytext=(4, 0),
+                xytext=(-4, 0) if failure_at > 0.6 * end_s else (4, 0),
                 textcoords="offset points",
                 color=_FAIL,
                 va="center",
+                ha="right" if failure_at > 0.6 * end_s else "left",
                 fontweight="bold",
             )
         ax.set_xlim(0, max(end_s, 1e-3) * 1.01)

@@ -1,0 +1,3 @@
+from __future__ import annotations
+
+from browser import browser  # noqa: F401  (the session's chromium)
