@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from servedoctor.env import fingerprint as fpmod
+from servedoctor.env import probe_script
 from servedoctor.env.arch import Arch
 from servedoctor.env.fingerprint import collect, probe_nvml
 
@@ -63,7 +64,7 @@ def test_no_gpu_is_a_note_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_collect_without_gpu_and_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml(fail_init=True))
-    monkeypatch.setattr(fpmod.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(probe_script.importlib.util, "find_spec", lambda name: None)
     fp = collect()
     assert fp.gpus == () and fp.torch is None and fp.gpu_arch is None
     assert "torch is not installed" in fp.notes
@@ -83,8 +84,8 @@ def test_torch_probe_reads_compiled_arch_flags(monkeypatch: pytest.MonkeyPatch) 
         ),
         _C=types.SimpleNamespace(_cuda_getArchFlags=lambda: "sm_75 sm_80 sm_90 sm_100 sm_120"),
     )
-    monkeypatch.setattr(fpmod.importlib.util, "find_spec", lambda name: object())
-    monkeypatch.setattr(fpmod.importlib, "import_module", lambda name: torch)
+    monkeypatch.setattr(probe_script.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(probe_script.importlib, "import_module", lambda name: torch)
     info = fpmod.probe_torch([])
     assert info is not None
     assert info.arch_list == ("sm_75", "sm_80", "sm_90", "sm_100", "sm_120")
@@ -93,5 +94,5 @@ def test_torch_probe_reads_compiled_arch_flags(monkeypatch: pytest.MonkeyPatch) 
 
 def test_gpu_arch_from_first_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml())
-    monkeypatch.setattr(fpmod.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(probe_script.importlib.util, "find_spec", lambda name: None)
     assert collect().gpu_arch == Arch(9, 0)

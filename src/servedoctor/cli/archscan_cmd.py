@@ -3,28 +3,49 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import time
 from pathlib import Path
 
 import typer
 
 from servedoctor.cli.app import app, out
+from servedoctor.cli.env_cmd import PYTHON_HELP, server_python
 from servedoctor.env.arch import Arch, parse_arch
 from servedoctor.env.archjudge import judge
-from servedoctor.env.fatbin import ScanResult, library_files, scan_file
-from servedoctor.env.fingerprint import probe_nvml
+from servedoctor.env.fatbin import ScanResult, is_library_name, library_files, scan_file
+from servedoctor.env.fingerprint import collect, probe_nvml
 from servedoctor.env.ptx import Version, parse_version
 from servedoctor.env.stack import stack_libraries
 from servedoctor.errors import UserError
 
 
-def _targets(paths: list[Path]) -> list[Path]:
+def _server_command(args: list[str]) -> bool:
+    """``archscan -- vllm serve M``: arguments that are a command to run, not paths (the
+    first is a program: on the PATH, or an executable file that is no library)."""
+    if not args:
+        return False
+    first = Path(args[0])
+    if first.is_file():
+        return os.access(first, os.X_OK) and not is_library_name(first)
+    return not first.exists() and shutil.which(args[0]) is not None
+
+
+def _stack_of(python: str | None) -> dict[str, list[Path]]:
+    """The stack's compiled libraries in ``python``'s environment (servedoctor's own: None)."""
+    if python is None:
+        return stack_libraries()
+    return collect(python=python, with_torch=False, libraries=True).stack_libraries()
+
+
+def _targets(paths: list[Path], python: str | None = None) -> list[Path]:
     if paths:
         missing = [p for p in paths if not p.exists()]
         if missing:
             raise UserError(f"no such file or directory: {missing[0]}")
         return library_files(paths)
-    found = [lib for libs in stack_libraries().values() for lib in libs]
+    found = [lib for libs in _stack_of(python).values() for lib in libs]
     if not found:
         raise UserError(
             "no installed stack package (torch, sgl-kernel, vllm, flashinfer...) has compiled "
@@ -54,9 +75,17 @@ def _line(result: ScanResult) -> str:
     return f"{result.file}: SASS {sass} · PTX {ptx}"
 
 
-@app.command("archscan")
+@app.command(
+    "archscan",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
 def archscan_command(
-    paths: list[Path] = typer.Argument(None, help="Libraries or directories (default: the stack)."),
+    paths: list[str] = typer.Argument(
+        None,
+        help="Libraries or directories (default: the stack); or, after --, the server "
+        "command whose Python's stack to scan.",
+    ),
+    python: Path = typer.Option(None, "--python", help=PYTHON_HELP),
     gpu: str = typer.Option(None, "--gpu", help="Judge for this arch (sm_XY), present or not."),
     cuda_driver: str = typer.Option(
         None,
@@ -70,7 +99,10 @@ def archscan_command(
     detected_gpu, detected_driver = (None, None) if gpu and cuda_driver else _detected()
     target = parse_arch(gpu) if gpu else detected_gpu
     driver = _cuda_version(cuda_driver) if cuda_driver else detected_driver
-    files = _targets(list(paths or []))
+    args = list(paths or [])
+    command = args if _server_command(args) else None
+    found = server_python(command, python)
+    files = _targets([] if command else [Path(a) for a in args], found.path if found else None)
     started = time.perf_counter()
     not_runnable = 0
     scanned = 0

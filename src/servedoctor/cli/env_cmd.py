@@ -3,11 +3,33 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
+from rich.markup import escape
 
-from servedoctor.cli.app import app, out
+from servedoctor.cli.app import app, err, out
 from servedoctor.env.fingerprint import Fingerprint, collect
+from servedoctor.env.serverenv import ServerPython, resolve_python
+
+PYTHON_HELP = (
+    "The server's Python interpreter (default: the one the server command runs: an explicit "
+    "python, a console script's shebang, python on the PATH)."
+)
+
+
+def server_python(
+    argv: list[str] | None, python: Path | None, *, quiet: bool = False
+) -> ServerPython | None:
+    """The server's interpreter from ``--python`` or the command (None when neither is
+    given), with a one-line warning on stderr when it is servedoctor's own."""
+    if not argv and python is None:
+        return None
+    found = resolve_python(argv or [], python)
+    warning = found.warning()
+    if warning and not quiet:
+        err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+    return found
 
 
 def render_env(fp: Fingerprint) -> list[str]:
@@ -34,18 +56,29 @@ def render_env(fp: Fingerprint) -> list[str]:
         if p.name.lower() != "torch":
             lines.append(f"{p.role:<10} {p.name} {p.version}")
     lines.append(f"python     {fp.python}")
+    if fp.interpreter:
+        lines.append(f"packages   {len(fp.distributions)} installed for {fp.interpreter}")
     lines.append(f"os         {fp.os}")
     lines += [f"note       {n}" for n in fp.notes]
     return lines
 
 
-@app.command("env")
+@app.command(
+    "env",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
 def env_command(
+    command: list[str] = typer.Argument(
+        None, help="The server command, after --: show the environment its Python sees."
+    ),
+    python: Path = typer.Option(None, "--python", help=PYTHON_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     no_torch: bool = typer.Option(False, "--no-torch", help="Do not import torch."),
 ) -> None:
-    """Show GPUs (NVML), driver, CUDA, torch, NCCL and the serving stack."""
-    fp = collect(with_torch=not no_torch)
+    """Show GPUs (NVML), driver, CUDA, torch, NCCL and the serving stack, as the server's
+    Python sees them (servedoctor's own without a command or --python)."""
+    found = server_python(command, python)
+    fp = collect(with_torch=not no_torch, python=found.path if found else None)
     if as_json:
         out.print_json(json.dumps(fp.to_dict()))
         return

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from servedoctor.cli.app import app, out
+from servedoctor.cli.env_cmd import PYTHON_HELP, server_python
 from servedoctor.env.arch import parse_arch
 from servedoctor.env.fingerprint import collect
 from servedoctor.env.preflight import PreflightReport, run_preflight
@@ -43,6 +44,7 @@ def preflight_command(
     model: Path = typer.Option(None, "--model", help="Local model directory (config.json)."),
     gpu: str = typer.Option(None, "--gpu", help="Check for this arch (sm_XY) instead."),
     no_scan: bool = typer.Option(False, "--no-scan", help="Skip the library arch scan."),
+    python: Path = typer.Option(None, "--python", help=PYTHON_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Check a server command before launch: exit 1 when a blocking risk is found."""
@@ -51,8 +53,16 @@ def preflight_command(
     if model is not None and not model.is_dir():
         raise UserError(f"--model {model}: not a directory")
     target = parse_arch(gpu) if gpu else None
+    found = server_python(command, python)
+    interpreter = found.path if found else None
+    fingerprint = collect(python=interpreter, libraries=not no_scan)
     report = run_preflight(
-        command, fingerprint=collect(), gpu=target, model=model, scan=not no_scan
+        command,
+        fingerprint=fingerprint,
+        gpu=target,
+        model=model,
+        scan=not no_scan,
+        python=interpreter,
     )
     if as_json:
         out.print(json.dumps(report.to_dict()), markup=False, highlight=False, soft_wrap=True)

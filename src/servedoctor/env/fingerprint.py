@@ -8,18 +8,21 @@ or a package is missing — it says so in ``notes``.
 from __future__ import annotations
 
 import contextlib
-import importlib
-import importlib.util
+import json
 import platform
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from servedoctor.env import probe_script
 from servedoctor.env.arch import Arch, parse_arch
-from servedoctor.env.stack import Installed, installed_stack, package_version
+from servedoctor.env.serverenv import same_prefix
+from servedoctor.env.stack import Installed, stack_packages
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,11 @@ class Fingerprint:
     python: str = ""
     os: str = ""
     notes: tuple[str, ...] = field(default=())
+    interpreter: str = ""  # the Python whose environment was probed
+    distributions: tuple[tuple[str, str], ...] = ()  # every package it sees, with version
+    modules: tuple[tuple[str, tuple[str, ...]], ...] = ()  # distribution → import names
+    libraries: tuple[tuple[str, tuple[str, ...]], ...] = ()  # stack package → libraries
+    requires_torch: tuple[tuple[str, str, str], ...] = ()  # (package, version, requirement)
 
     @property
     def gpu_arch(self) -> Arch | None:
@@ -91,9 +99,24 @@ class Fingerprint:
             "nccl": self.nccl,
             "packages": {p.name: p.version for p in self.packages},
             "python": self.python,
+            "interpreter": self.interpreter,
+            "installed": dict(self.distributions),
             "os": self.os,
             "notes": list(self.notes),
         }
+
+    def installed(self) -> dict[str, str]:
+        """Every distribution the interpreter sees, with its version."""
+        return dict(self.distributions)
+
+    def import_names(self) -> dict[str, tuple[str, ...]]:
+        """Distribution → the top-level modules it installs (``PyYAML`` → ``yaml``)."""
+        return dict(self.modules)
+
+    def stack_libraries(self) -> dict[str, list[Path]]:
+        """Compiled libraries of the stack packages marked ``scan`` (when collected with
+        ``libraries=True``)."""
+        return {name: [Path(p) for p in paths] for name, paths in self.libraries}
 
 
 def _norm(name: str) -> str:
@@ -169,43 +192,18 @@ def _mig_mode(pynvml: Any, handle: Any) -> str | None:
 
 def probe_torch(notes: list[str]) -> TorchInfo | None:
     """torch's version, CUDA runtime and compiled arch list, imported only if installed."""
-    if importlib.util.find_spec("torch") is None:
-        notes.append("torch is not installed")
+    return _torch_info(probe_script.probe_torch(notes))
+
+
+def _torch_info(raw: Any) -> TorchInfo | None:
+    if not isinstance(raw, dict):
         return None
-    try:
-        torch: Any = importlib.import_module("torch")
-    except Exception as exc:
-        notes.append(f"torch is installed but does not import: {type(exc).__name__}: {exc}")
-        return None
-    cuda = getattr(torch.version, "cuda", None)
-    available: bool | None
-    try:
-        available = bool(torch.cuda.is_available())
-    except Exception:
-        available = None
-    arch_list: list[str] = []
-    try:
-        arch_list = list(torch.cuda.get_arch_list())
-        if not arch_list and hasattr(torch._C, "_cuda_getArchFlags"):
-            # get_arch_list() is empty without a usable GPU; the compiled flags are not
-            flags = torch._C._cuda_getArchFlags() or ""
-            arch_list = flags.split()
-    except Exception:
-        pass
-    nccl: str | None = None
-    try:
-        raw = torch.cuda.nccl.version()
-        nccl = ".".join(str(p) for p in raw) if isinstance(raw, tuple) else str(raw)
-    except Exception:
-        pass
-    if cuda is None:
-        notes.append(f"torch {torch.__version__} is a CPU build (no CUDA)")
     return TorchInfo(
-        version=str(torch.__version__),
-        cuda=cuda,
-        arch_list=tuple(arch_list),
-        cuda_available=available,
-        nccl=nccl,
+        version=str(raw["version"]),
+        cuda=raw.get("cuda"),
+        arch_list=tuple(str(a) for a in raw.get("arch_list") or ()),
+        cuda_available=raw.get("cuda_available"),
+        nccl=raw.get("nccl"),
     )
 
 
@@ -226,29 +224,63 @@ def probe_nvcc() -> str | None:
     return found.group(1) if found else None
 
 
-def _runtime_from_packages() -> str | None:
-    for name in ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12"):
-        version = package_version(name)
-        if version:
-            return ".".join(version.split(".")[:2])
-    return None
+def _first_version(packages: Mapping[str, str], names: tuple[str, ...]) -> str | None:
+    table = {_norm(k): v for k, v in packages.items()}
+    return next((table[_norm(n)] for n in names if _norm(n) in table), None)
 
 
-def _nccl_from_packages() -> str | None:
-    for name in ("nvidia-nccl-cu13", "nvidia-nccl-cu12"):
-        version = package_version(name)
-        if version:
-            return version
-    return None
+_RUNTIMES = ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12")
+_NCCLS = ("nvidia-nccl-cu13", "nvidia-nccl-cu12")
 
 
-def collect(*, with_torch: bool = True) -> Fingerprint:
-    """Probe this machine. Never raises for a missing GPU, driver or package."""
+def probe_environment(
+    python: str | None, *, with_torch: bool = True, libraries: bool = False, timeout: float = 180
+) -> dict[str, Any]:
+    """What ``python``'s environment holds (``probe_script``'s report), probed in a
+    subprocess of that interpreter; in-process for servedoctor's own (``None``). A Python
+    that cannot be run gives a report with a note and nothing else."""
+    stack = [[list(p.name), p.role, p.scan] for p in stack_packages()]
+    if python is None:
+        notes: list[str] = []
+        report = probe_script.probe_distributions(stack, libraries)
+        report["torch"] = probe_script.probe_torch(notes) if with_torch else None
+        report["notes"] = notes
+        report["python"] = f"{platform.python_version()} ({sys.executable})"
+        report["prefix"] = sys.prefix
+        return report
+    args = json.dumps({"stack": stack, "libraries": libraries, "torch": with_torch})
+    try:
+        proc = subprocess.run([python, "-I", probe_script.__file__, args], capture_output=True,
+                              text=True, timeout=timeout)  # fmt: skip
+        report = json.loads(proc.stdout.strip().splitlines()[-1])
+        if not isinstance(report, dict):
+            raise ValueError(report)
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
+        why = (proc.stderr.strip().splitlines() or [""])[-1] if "proc" in locals() else str(exc)
+        return {"notes": [f"cannot probe the server's Python {python}: {why or exc}"],
+                "python": python}  # fmt: skip
+    return report
+
+
+def collect(
+    *, with_torch: bool = True, python: str | None = None, libraries: bool = False
+) -> Fingerprint:
+    """Probe this machine (NVML, nvcc) and the environment of ``python`` (the server's
+    interpreter; servedoctor's own when None or the same). Never raises for a missing GPU,
+    driver, package or interpreter."""
     notes: list[str] = []
     gpus, driver, cuda_driver = probe_nvml(notes)
-    torch_info = probe_torch(notes) if with_torch else None
-    runtime = (torch_info.cuda if torch_info else None) or _runtime_from_packages()
-    nccl = (torch_info.nccl if torch_info else None) or _nccl_from_packages()
+    own = python is None or same_prefix(python)
+    report = probe_environment(None if own else python, with_torch=with_torch, libraries=libraries)
+    notes += [str(n) for n in report.get("notes", [])]
+    packages = {str(k): str(v) for k, v in (report.get("packages") or {}).items()}
+    torch_info = _torch_info(report.get("torch"))
+    runtime = (torch_info.cuda if torch_info else None) or _first_version(packages, _RUNTIMES)
+    if runtime and not (torch_info and torch_info.cuda):
+        runtime = ".".join(runtime.split(".")[:2])
+    nccl = (torch_info.nccl if torch_info else None) or _first_version(packages, _NCCLS)
+    stack = tuple(Installed(str(n), str(v), str(r), bool(s))
+                  for n, v, r, s in report.get("stack") or [])  # fmt: skip
     return Fingerprint(
         gpus=gpus,
         driver_version=driver,
@@ -257,8 +289,15 @@ def collect(*, with_torch: bool = True) -> Fingerprint:
         nvcc=probe_nvcc(),
         torch=torch_info,
         nccl=nccl,
-        packages=tuple(installed_stack()),
-        python=platform.python_version() + f" ({sys.executable})",
+        packages=stack,
+        python=str(report.get("python", "")),
         os=f"{platform.system()} {platform.release()} {platform.machine()}",
         notes=tuple(notes),
+        interpreter=sys.executable if own else str(python),
+        distributions=tuple(sorted(packages.items())),
+        modules=tuple(sorted((str(k), tuple(v)) for k, v in (report.get("modules") or {}).items())),
+        libraries=tuple(
+            sorted((str(k), tuple(v)) for k, v in (report.get("libraries") or {}).items())
+        ),
+        requires_torch=tuple(tuple(map(str, r)) for r in report.get("requires_torch") or []),  # type: ignore[misc]
     )

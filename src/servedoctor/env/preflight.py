@@ -227,12 +227,17 @@ class PreflightReport:
 
 
 def scan_stack(
-    gpu: Arch, *, driver_cuda: Version | None = None
+    gpu: Arch,
+    *,
+    driver_cuda: Version | None = None,
+    libraries: Mapping[str, Sequence[Path]] | None = None,
 ) -> tuple[list[Judgement], dict[str, str]]:
-    """Scan and judge the compiled libraries of the installed stack packages."""
+    """Scan and judge the compiled libraries of the installed stack packages (this
+    Python's, or ``libraries`` found in the server's)."""
     judgements: list[Judgement] = []
     owners: dict[str, str] = {}
-    for package, libs in stack_libraries().items():
+    found = stack_libraries() if libraries is None else libraries
+    for package, libs in found.items():
         for lib in libs:
             result = scan_file(lib)
             if result.error or not result.has_device_code:
@@ -251,8 +256,11 @@ def run_preflight(
     scan: bool = True,
     environ: Mapping[str, str] | None = None,
     rules: Sequence[Rule] | None = None,
+    python: str | None = None,
 ) -> PreflightReport:
-    """Check a server command before it runs. ``gpu`` overrides the detected GPU."""
+    """Check a server command before it runs. ``gpu`` overrides the detected GPU; ``python``
+    the server's interpreter (default: the one the command runs). A ``fingerprint``
+    collected in the server's interpreter brings its libraries and torch pins."""
     notes = list(fingerprint.notes)
     gpu = gpu or fingerprint.gpu_arch
     command = scan_command(argv, os.environ if environ is None else environ)
@@ -265,15 +273,17 @@ def run_preflight(
         facts += torch_arch_facts(fingerprint, gpu)
         if scan:
             driver_cuda = parse_version(fingerprint.cuda_driver)
-            judgements, owners = scan_stack(gpu, driver_cuda=driver_cuda)
+            libraries = fingerprint.stack_libraries() if fingerprint.libraries else None
+            judgements, owners = scan_stack(gpu, driver_cuda=driver_cuda, libraries=libraries)
             facts += archscan_facts(judgements, owners)
     torch_version = fingerprint.torch.version if fingerprint.torch else None
-    facts += torch_pin_facts(torch_version, torch_requirements())
+    requires = fingerprint.requires_torch if fingerprint.interpreter else None
+    facts += torch_pin_facts(torch_version, torch_requirements(requires))
     if model is not None:
         config = read_model_config(model)
         trust = command.enabled("--trust-remote-code")
         facts += model_facts(config, known=transformers_model_types(), trust_remote_code=trust)
-    python = server_interpreter(command.command.argv)
+    python = python or server_interpreter(command.command.argv)
     facts += implementation_facts(command.value_of, python)
     facts += device_facts(command.value_of, python)
     facts += pin_facts(engine, python)

@@ -14,8 +14,11 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+
+from servedoctor.errors import UserError
 
 _PYTHON = re.compile(r"^python[\d.]*$")
 _PROBE = """
@@ -33,26 +36,87 @@ _TORCH = "import json, torch; print(json.dumps([torch.__version__, torch.version
 
 def server_interpreter(argv: Sequence[str], path: str | None = None) -> str:
     """The Python the command will run (servedoctor's own when it cannot tell)."""
+    found = _find(argv, path)
+    return found[0] if found else sys.executable
+
+
+def _find(argv: Sequence[str], path: str | None) -> tuple[str, str] | None:
+    """(interpreter, how it was found) for a command that names one, else None."""
     if not argv:
-        return sys.executable
-    program = argv[0]
-    found = shutil.which(program, path=path or os.environ.get("PATH"))
-    if found is None:
-        return sys.executable
-    if _PYTHON.match(Path(program).name):
-        return found
+        return None
+    program = shutil.which(argv[0], path=path or os.environ.get("PATH"))
+    if program is None:
+        return None
+    if _PYTHON.match(Path(argv[0]).name):
+        return program, "the command"
+    python = _shebang(program)
+    return (python, "the script's shebang") if python else None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerPython:
+    """The interpreter a server command runs, and how it was found."""
+
+    path: str
+    how: str  # "--python", "the command", "the script's shebang", "not found"
+
+    @property
+    def own(self) -> bool:
+        """Is it servedoctor's own interpreter (the same file or the same prefix)?"""
+        return same_prefix(self.path)
+
+    def warning(self) -> str | None:
+        """One line when the checks would look at servedoctor's own environment."""
+        if self.how == "--python" or not self.own:
+            return None
+        if self.how == "not found":
+            return (
+                f"cannot tell which Python the server runs; looking at servedoctor's own "
+                f"({self.path}): give --python PATH for the server's"
+            )
+        return (
+            f"the server would run servedoctor's own Python ({self.path}); if it should run "
+            "another environment, name its interpreter in the command or give --python PATH"
+        )
+
+
+def same_prefix(python: str) -> bool:
+    """``python`` is servedoctor's interpreter, or another name in the same environment."""
+    given = Path(python).absolute()
+    if given == Path(sys.executable).absolute():
+        return True
+    return given.parent.parent in (Path(sys.prefix).absolute(), Path(sys.executable).parent.parent)
+
+
+def resolve_python(
+    argv: Sequence[str], override: str | Path | None = None, env: Mapping[str, str] | None = None
+) -> ServerPython:
+    """The server's interpreter: ``override`` (``--python``) when given, else what the
+    command runs (an explicit python, a console script's shebang, ``python`` on the PATH
+    the server gets)."""
+    if override is not None:
+        given = shutil.which(str(override)) if os.sep not in str(override) else str(override)
+        if not given or not os.access(given, os.X_OK) or Path(given).is_dir():
+            raise UserError(f"--python {override}: not an executable interpreter")
+        return ServerPython(str(Path(given).absolute()), "--python")
+    found = _find(argv, (env or {}).get("PATH"))
+    return ServerPython(*found) if found else ServerPython(sys.executable, "not found")
+
+
+def _shebang(program: str) -> str | None:
     try:
-        with open(found, "rb") as f:
+        with open(program, "rb") as f:
             first = f.readline(256).decode("utf-8", "replace").strip()
     except OSError:
-        return sys.executable
-    if first.startswith("#!"):
-        words = first[2:].split()
-        if words and words[0].endswith("/env") and len(words) > 1:
-            words = words[1:]
-        if words and _PYTHON.match(Path(words[0]).name):
-            return shutil.which(words[0]) or words[0]
-    return sys.executable
+        return None
+    if not first.startswith("#!"):
+        return None
+    words = first[2:].split()
+    if words and words[0].endswith("/env") and len(words) > 1:
+        words = words[1:]
+    if words and _PYTHON.match(Path(words[0]).name):
+        return shutil.which(words[0]) or words[0]
+    return None
 
 
 def importable(python: str, modules: Iterable[str]) -> dict[str, bool]:
@@ -137,3 +201,27 @@ def installed_packages(python: str, env: Mapping[str, str] | None = None) -> dic
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
         return {}
     return {str(k): str(v) for k, v in found.items()}
+
+
+_IMPORT_NAMES = """
+import json
+from importlib import metadata
+found = {}
+if hasattr(metadata, "packages_distributions"):
+    for module, dists in metadata.packages_distributions().items():
+        for d in dists:
+            found.setdefault(d, []).append(module)
+print(json.dumps(found))
+"""
+
+
+def import_names(python: str, env: Mapping[str, str] | None = None) -> dict[str, list[str]]:
+    """Distribution → the top-level modules it installs, as ``python`` sees them (``PyYAML``
+    → ``yaml``, ``_yaml``); {} if unreadable."""
+    try:
+        proc = subprocess.run([python, "-c", _IMPORT_NAMES], capture_output=True, text=True,
+                              timeout=60, env={**os.environ, **(env or {})})  # fmt: skip
+        found = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        return {}
+    return {str(k): sorted({str(m) for m in v}) for k, v in found.items()}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -95,26 +96,38 @@ class TorchPin:
     requirement: str
 
 
-def torch_requirements() -> list[TorchPin]:
-    """Installed packages whose metadata requires torch (extras left out)."""
+def torch_requirements(
+    requires: Iterable[tuple[str, str, str]] | None = None,
+) -> list[TorchPin]:
+    """Installed packages whose metadata requires torch (extras left out): this Python's,
+    or ``requires`` as (package, version, requirement) read in the server's."""
+    if requires is None:
+        requires = _own_requires()
     pins: list[TorchPin] = []
+    for name, version, line in requires:
+        if name.lower() == "torch":
+            continue
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.name.lower() != "torch" or not str(req.specifier):
+            continue
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        pins.append(TorchPin(name, version, f"torch{req.specifier}"))
+    return sorted(pins, key=lambda p: p.package.lower())
+
+
+def _own_requires() -> list[tuple[str, str, str]]:
+    found: list[tuple[str, str, str]] = []
     seen: set[str] = set()
     for dist in metadata.distributions():
         name = dist.metadata["Name"] or ""
-        if not name or name.lower() in seen or name.lower() == "torch":
-            continue
-        seen.add(name.lower())
-        for line in dist.requires or []:
-            try:
-                req = Requirement(line)
-            except InvalidRequirement:
-                continue
-            if req.name.lower() != "torch" or not str(req.specifier):
-                continue
-            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
-                continue
-            pins.append(TorchPin(name, dist.version, f"torch{req.specifier}"))
-    return sorted(pins, key=lambda p: p.package.lower())
+        if name and name.lower() not in seen:
+            seen.add(name.lower())
+            found += [(name, dist.version, line) for line in dist.requires or []]
+    return found
 
 
 def torch_pin_facts(torch_version: str | None, pins: list[TorchPin]) -> list[str]:
