@@ -20,6 +20,12 @@ install-test: $(BIN)/python
 		|| { $$SUDO apt-get update -q >/dev/null 2>&1 \
 		&& $$SUDO apt-get install -y -q openssh-server >/dev/null 2>&1; } \
 		|| echo "note: no sshd (apt-get install openssh-server): tests/remote will skip"; }
+	@# tests/report open the HTML reports in Debian's chromium (playwright drives it; no download)
+	@test -x /usr/bin/chromium || { if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo -n"; fi; \
+		$$SUDO apt-get install -y -q chromium >/dev/null 2>&1 \
+		|| { $$SUDO apt-get update -q >/dev/null 2>&1 \
+		&& $$SUDO apt-get install -y -q chromium >/dev/null 2>&1; } \
+		|| echo "note: no chromium (apt-get install chromium): the report's browser tests will skip"; }
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e ".[dev,realserver]"
 

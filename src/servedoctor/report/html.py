@@ -118,7 +118,7 @@ def _session_context(s: SessionData, page: Path) -> dict[str, Any]:
                     links[t.index] = _href(folder / name, page)
                     break
     return {
-        "figure": trials_figure(s.bars),
+        "figure": trials_figure(s.bars, name=f"trials-{s.run.id}"),
         "links": links,
         "log_href": _href(s.log, page) if s.log else None,
         "log_size": human_bytes(s.log.stat().st_size) if s.log and s.log.is_file() else "",

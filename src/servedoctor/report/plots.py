@@ -239,7 +239,7 @@ class TrialBar:
     duration_s: float
 
 
-def trials_figure(trials: Sequence[TrialBar]) -> Figure | None:
+def trials_figure(trials: Sequence[TrialBar], *, name: str = "trials") -> Figure | None:
     """One row per trial, in order, on the session's time axis; coloured by outcome."""
     if not trials:
         return None
@@ -260,4 +260,4 @@ def trials_figure(trials: Sequence[TrialBar]) -> Figure | None:
         ax.set_xlim(0, max(end, 1e-3) * 1.01)
         ax.set_xlabel("seconds since the session started (trials back to back)")
         ax.grid(axis="x", linewidth=0.5)
-        return Figure(_svg(fig, "trials"), len(trials))
+        return Figure(_svg(fig, name), len(trials))
