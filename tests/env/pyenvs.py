@@ -92,12 +92,13 @@ def site_packages(python: Path) -> Path:
 
 
 def pip_install(python: Path, wheels: Path, *requirements: str) -> None:
-    """Install into ``python``'s site-packages with this Python's pip, offline (only from
-    ``wheels``), without dependencies."""
+    """Install into ``python``'s environment (a real install: an older version is
+    uninstalled) with this Python's pip (``--python``), offline (only from ``wheels``),
+    without dependencies."""
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         "--no-deps", "--no-index", "--find-links", str(wheels), "--upgrade",
-         "--target", str(site_packages(python)), *requirements],
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
+         "--disable-pip-version-check", "--no-deps", "--no-index", "--find-links", str(wheels),
+         *requirements],
         check=True, capture_output=True,
     )  # fmt: skip
 

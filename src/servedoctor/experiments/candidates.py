@@ -153,6 +153,7 @@ def build_candidates(
     engine_version: str | None = None,
     packages: bool = False,
     moved: Sequence[Change] = (),
+    moved_aliases: Mapping[str, Sequence[str]] | None = None,
 ) -> list[Candidate]:
     """All candidate changes for ``diagnosis`` of ``command``, best first (never empty-changed)."""
     policy = policy or default_policy()
@@ -227,7 +228,9 @@ def build_candidates(
 
     text = _diagnosis_text(diagnosis)
     for change in moved:  # back to the version of the last healthy run
-        named = _package_named(change.name, text.lower())
+        lowered = text.lower()
+        aliases = (moved_aliases or {}).get(change.name, ())
+        named = any(_package_named(n, lowered) for n in (change.name, *aliases) if len(n) > 2)
         conf = policy.env_diff_prior_named if named else policy.env_diff_prior
         why = "changed since it last worked" + (" and the failure names it" if named else "")
         add(change, conf, "env-diff", why, None)

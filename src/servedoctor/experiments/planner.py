@@ -106,6 +106,7 @@ class Planner:
         baseline: Trial | None = None,
         baseline_duration_s: float = 30.0,
         moved: Sequence[Change] = (),
+        moved_aliases: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.command = command
         self.runner = runner
@@ -121,6 +122,7 @@ class Planner:
         self.baseline_diagnosis = baseline.diagnosis if baseline else None
         self.baseline_duration_s = baseline_duration_s
         self.moved = tuple(moved)  # packages back to the versions of the last healthy run
+        self.moved_aliases = dict(moved_aliases or {})  # their import names (PyYAML: yaml)
         self.stack: list[_State] = []
         self.partials: list[Change] = []
         self.first_healthy: int | None = None
@@ -144,6 +146,7 @@ class Planner:
             history=self.history_for(diagnosis.error_class),
             packages=self.runner.overlays is not None,
             moved=self.moved if self.runner.overlays is not None else (),
+            moved_aliases=self.moved_aliases,
         )
         return [c for c in cands if c.runnable and (c.change.kind, c.change.name) not in touched]
 
