@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -17,6 +17,9 @@ from servedoctor.engines import all_engines
 from servedoctor.errors import UserError
 from servedoctor.model import Diagnosis
 from servedoctor.report.terminal import render
+
+if TYPE_CHECKING:
+    from servedoctor.experiments.envhistory import Remembered
 
 _RUN_ID = re.compile(r"^\d{8}-\d{6}")  # the name make_run_dir gives a run folder
 
@@ -58,6 +61,18 @@ def diagnose(
             "the config file, else ~/.local/state/servedoctor/runs)",
         ),
     ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            help="findings store for a run's environment diff against its last healthy "
+            "launch (default: as fix)",
+        ),
+    ] = None,
+    python: Annotated[
+        Path | None,
+        typer.Option("--python", help="a run's server Python (default: what it ran)"),
+    ] = None,
 ) -> None:
     """Say what failed in a server log, when, where, and what one change would test it.
 
@@ -65,6 +80,7 @@ def diagnose(
     """
     bad = failed = False
     for log in logs:
+        since: Remembered | None = None
         try:
             run_dir = _run_folder(log, runs_dir)
             if run_dir is not None:
@@ -73,6 +89,9 @@ def diagnose(
                 diagnosis: Diagnosis = diagnose_recorded(
                     run_dir, engine=engine, arch=arch, engine_version=engine_version
                 )
+                since = _since_healthy(run_dir, diagnosis, store, python)
+                if since is not None and since.diagnosis is not None:
+                    diagnosis = since.diagnosis
             else:
                 diagnosis = diagnose_path(
                     log, engine=engine, arch=arch, engine_version=engine_version
@@ -91,7 +110,28 @@ def diagnose(
             )
         else:
             render(diagnosis, out, with_context=log != "-")
+            for line in since.lines() if since else []:
+                out.print(line, highlight=False, soft_wrap=True, markup=False)
     raise typer.Exit(2 if bad else 1 if failed else 0)
+
+
+def _since_healthy(
+    run_dir: Path, diagnosis: Diagnosis, store: str | None, python: Path | None
+) -> Remembered | None:
+    """A failed run's environment compared with the last healthy launch of the same server:
+    the moved packages as hypotheses (None for a healthy run or one without a command)."""
+    from servedoctor.config import default_store
+    from servedoctor.env.serverenv import resolve_python
+    from servedoctor.experiments.envhistory import remember_run
+    from servedoctor.launch.record import read_record
+
+    argv = read_record(run_dir).get("command")
+    if not diagnosis.failed or not isinstance(argv, list) or not argv:
+        return None
+    server = resolve_python([str(a) for a in argv], python)
+    store = store if store is not None else default_store()
+    return remember_run(store, [str(a) for a in argv], server.path, healthy=False,
+                        diagnosis=diagnosis)  # fmt: skip
 
 
 def _run_folder(arg: str, runs_dir: Path | None) -> Path | None:
