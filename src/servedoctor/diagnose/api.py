@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -10,9 +11,10 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from servedoctor.diagnose.hypotheses import fill_up, from_hits, localise, rank, why_none
-from servedoctor.diagnose.locate import locate
+from servedoctor.diagnose.locate import frames_near, locate
 from servedoctor.diagnose.match import Hit, match_rules
 from servedoctor.diagnose.observe import Observations, Text, observe
+from servedoctor.diagnose.owner import engine_release, owner_hypotheses
 from servedoctor.errors import UserError
 from servedoctor.knowledge.registry import Registry, default_registry
 from servedoctor.logs.events import Event, extract
@@ -218,6 +220,17 @@ def _root_text(event: Event | None, hit: Hit | None) -> Text | None:
     return Text(event.line, event.text, event, "line")
 
 
+_EXC_TYPE = re.compile(r"^\s*(?:[\w.]+\.)?(?P<type>[A-Z]\w*(?:Error|Exception))\b")
+
+
+def _exc_type(event: Event | None, text: Text | None) -> str | None:
+    """The exception type of the root failure: its traceback's, or the one its line starts with."""
+    if event is not None and event.fields.get("exc_type"):
+        return str(event.fields["exc_type"])
+    m = _EXC_TYPE.match(text.text) if text is not None else None
+    return m.group("type") if m else None
+
+
 def diagnose_observations(
     obs: Observations,
     *,
@@ -297,7 +310,18 @@ def diagnose_observations(
     first = localise(loc.sync_frame, error_class, obs)
     if first is not None:
         hypotheses.insert(0, first)
-    hypotheses = fill_up(hypotheses, from_hits(fallback_hits, obs, root=None))
+    frames = frames_near(obs, root_event)
+    hypotheses += owner_hypotheses(
+        frames,
+        exc_type=_exc_type(root_event, root_text),
+        engine=obs.engine,
+        engine_version=obs.engine_version,
+    )
+    fallbacks = from_hits(fallback_hits, obs, root=None)
+    release = engine_release(
+        frames, error_class=error_class, engine=obs.engine, engine_version=obs.engine_version
+    )
+    hypotheses = fill_up(hypotheses, [*fallbacks, *([release] if release else [])])
     fallback_ids = {h.rule.id for h in fallback_hits}
 
     evidence = _evidence(obs, root_text, root_event, loc.sync_frame, [*supporting, *context_hits])

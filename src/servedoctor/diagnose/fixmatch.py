@@ -4,7 +4,8 @@ A flag or variable matches by name (``_``/``-`` alike) or by meaning: both spell
 knob for the case's engine (``--disable-cuda-graph`` on an old SGLang and
 ``--cuda-graph-backend-decode disabled`` on the current one). A confirmed value that is a
 word (a backend, a dtype) must match too; a number need not (the thread's number suits its
-machine, ours the log's). A package matches by its normalised name.
+machine, ours the log's). A package matches by its normalised name, an import name by the
+distribution that owns it.
 """
 
 from __future__ import annotations
@@ -15,11 +16,15 @@ from typing import Any
 
 from servedoctor.engines.adapter import knobs_of
 from servedoctor.engines.inventory import inventory
+from servedoctor.knowledge.facts import distribution_of_module
 from servedoctor.model import Change
 
 
 def _norm_package(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower().split("[")[0].strip()
+    """PyPI's normalised name; an import name maps to its distribution (flashinfer → -python)."""
+    plain = re.sub(r"[-_.]+", "-", name).lower().split("[")[0].strip()
+    owner = distribution_of_module(plain.replace("-", "_"))
+    return re.sub(r"[-_.]+", "-", owner).lower() if owner else plain
 
 
 def _canonical_flag(name: str, engine: str | None) -> str:

@@ -63,6 +63,13 @@ class MemoryFigure(_Strict):
 class EngineSpec(_Strict):
     name: str
     display: str
+    distribution: str | None = Field(
+        default=None, description="the package the engine ships as (PyPI name), if any"
+    )
+    native: bool = Field(
+        default=False,
+        description="one compiled binary: Python package changes do not apply to it",
+    )
     command: list[str] = Field(description="regexes over the joined argv that identify it")
     log: list[str] = Field(default_factory=list, description="regexes over lines that identify it")
     phases: list[PhaseMarker] = Field(default_factory=list)

@@ -24,7 +24,22 @@ _LIB = re.compile(r"lib(?P<name>[\w+-]+?)(?:\.so(?:\.(?P<major>\d+))?[\d.]*)?$")
 @cache
 def _tables() -> dict[str, Any]:
     data = load_yaml(DATA)
-    return {"modules": data.get("modules", {}), "libs": data.get("shared_libraries", {})}
+    return {
+        "modules": data.get("modules", {}),
+        "libs": data.get("shared_libraries", {}),
+        "pass_through": frozenset(data.get("pass_through", [])),
+        "api_errors": frozenset(data.get("api_errors", [])),
+    }
+
+
+def passes_through(distribution: str) -> bool:
+    """Whether frames of ``distribution`` only pass calls on (torch's module dispatch)."""
+    return distribution in _tables()["pass_through"]
+
+
+def is_api_error(exc_type: str | None) -> bool:
+    """Whether an exception type says one package's code does not fit its caller."""
+    return bool(exc_type) and str(exc_type).rsplit(".", 1)[-1] in _tables()["api_errors"]
 
 
 def distribution_of_module(module: str) -> str | None:

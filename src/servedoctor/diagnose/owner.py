@@ -1,0 +1,139 @@
+"""Whose code raised it: the package behind the innermost frame, and the engine's release.
+
+A Python exception that says one package does not fit its caller (a ``TypeError`` about a
+signature, an ``AttributeError`` for a name that moved, a ``ValueError`` from a check that
+changed) was raised by code of one distribution, found from the frame's site-packages path.
+When that distribution is not the engine, its release is a suspect: the confirmed fix in
+such threads is most often that package at the version the engine was written against.
+When the engine's own code raised, or a failure no rule explains happened inside it, the
+engine's release is the suspect: a regression, fixed one release later or absent one
+before. Both are hypotheses with the evidence they came from, never a guessed version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servedoctor.engines import all_engines
+from servedoctor.knowledge.facts import distribution_of_path, is_api_error, passes_through
+from servedoctor.logs.model import Frame
+from servedoctor.model import Change, Hypothesis
+
+#: Confidence of "the raising package's release": above the class fallbacks (generic
+#: switches), below any rule that recognised the message.
+RAISER_CONFIDENCE = 0.32
+#: Confidence of "the engine's release": a fill-in when nothing more specific is left.
+ENGINE_RELEASE_CONFIDENCE = 0.09
+
+
+#: Classes where an engine release is a plausible cause; a taken port, a missing package or
+#: an old driver is not fixed by another release of the engine.
+RELEASE_CLASSES = frozenset(
+    {
+        "other",
+        "cuda_oom",
+        "illegal_memory_access",
+        "device_assert",
+        "nccl_error",
+        "hang",
+        "model_unsupported",
+        "numerical",
+        "arch_unsupported",
+        "triton_error",
+        "cublas_error",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Raiser:
+    distribution: str
+    frame: Frame
+
+
+def raiser(frames: tuple[Frame, ...]) -> Raiser | None:
+    """The innermost frame under site-packages whose package does not only pass calls on."""
+    for frame in reversed(frames):
+        dist = distribution_of_path(frame.file.replace("\\", "/"))
+        if dist is None or passes_through(dist):
+            continue
+        return Raiser(dist, frame)
+    return None
+
+
+def engine_distribution(engine: str | None) -> str | None:
+    spec = all_engines().get(engine or "")
+    return spec.distribution if spec is not None else None
+
+
+def owner_hypotheses(
+    frames: tuple[Frame, ...],
+    *,
+    exc_type: str | None,
+    engine: str | None,
+    engine_version: str | None,
+) -> list[Hypothesis]:
+    """The raising package's release (an API error in a third-party package)."""
+    found = raiser(frames)
+    engine_dist = engine_distribution(engine)
+    if found is None or not is_api_error(exc_type) or found.distribution == engine_dist:
+        return []
+    where = f"{found.frame.file.replace(chr(92), '/').split('-packages/')[-1]}:{found.frame.func}"
+    wanted = (
+        f"the version {engine} {engine_version} requires"
+        if engine and engine_version
+        else "the version the server requires"
+    )
+    return [
+        Hypothesis(
+            id="OWNER.1",
+            cause=(
+                f"{found.distribution}'s own code raised {exc_type} ({where}): the installed "
+                f"{found.distribution} is not the release the server was written against."
+            ),
+            confidence=RAISER_CONFIDENCE,
+            changes=(Change(kind="package", name=found.distribution, value=wanted),),
+            why=f"the innermost frame that raised {exc_type} belongs to {found.distribution}",
+            references=(
+                "https://packaging.python.org/en/latest/specifications/dependency-specifiers/",
+            ),
+            rule=None,
+        )
+    ]
+
+
+def engine_release(
+    frames: tuple[Frame, ...],
+    *,
+    error_class: str,
+    engine: str | None,
+    engine_version: str | None,
+) -> Hypothesis | None:
+    """The engine's own release, when the failure happened inside the engine's code."""
+    dist = engine_distribution(engine)
+    if dist is None or error_class not in RELEASE_CLASSES:
+        return None
+    found = raiser(frames)
+    if found is not None and found.distribution != dist:
+        return None
+    installed = f" {engine_version}" if engine_version else ""
+    return Hypothesis(
+        id="OWNER.2",
+        cause=(
+            f"A regression of {dist}{installed}: the failure happens inside the engine's own "
+            "code; the release before it, or a newer one that fixed it, may not have it."
+        ),
+        confidence=ENGINE_RELEASE_CONFIDENCE,
+        changes=(
+            Change(
+                kind="package",
+                name=dist,
+                value=(
+                    f"the release before {engine_version}" if engine_version else "another release"
+                ),
+            ),
+        ),
+        why=f"no rule explains the failure and its frames are {dist}'s own",
+        references=("https://packaging.python.org/en/latest/specifications/version-specifiers/",),
+        rule=None,
+    )

@@ -1,0 +1,75 @@
+"""Whose code raised it: the raising package's release and the engine's release."""
+
+from __future__ import annotations
+
+from servedoctor.diagnose import diagnose_text
+from servedoctor.diagnose.fixmatch import same_fix
+from servedoctor.model import Change, Hypothesis
+
+VLLM = "INFO 05-01 10:00:00 api_server.py:1 vLLM API server version 0.11.0\n"
+SITE = "/opt/venv/lib/python3.12/site-packages"
+
+
+def _traceback(*frames: tuple[str, str], error: str) -> str:
+    lines = ["Traceback (most recent call last):"]
+    for path, func in frames:
+        lines += [f'  File "{SITE}/{path}", line 10, in {func}', "    x = call()"]
+    return "\n".join([*lines, error]) + "\n"
+
+
+def _packages(hypotheses: tuple[Hypothesis, ...]) -> list[tuple[str, str | None]]:
+    return [(c.name, c.value) for h in hypotheses for c in h.changes if c.kind == "package"]
+
+
+def test_an_api_error_raised_in_a_library_names_that_library_and_the_engine_pin() -> None:
+    log = VLLM + _traceback(
+        ("vllm/entrypoints/openai/api_server.py", "build_app"),
+        ("fastapi/routing.py", "add_api_route"),
+        ("torch/nn/modules/module.py", "_call_impl"),
+        error="TypeError: 'PydanticUndefinedType' object is not subscriptable",
+    )
+    packages = _packages(diagnose_text(log).hypotheses)
+    assert ("fastapi", "the version vllm 0.11.0 requires") in packages
+
+
+def test_torch_frames_pass_calls_through_to_the_library_below() -> None:
+    log = VLLM + _traceback(
+        ("flashinfer/prefill.py", "run"),
+        ("torch/utils/_contextlib.py", "decorate_context"),
+        error="ValueError: The dtype of q does not match the cached plan",
+    )
+    names = [name for name, _ in _packages(diagnose_text(log).hypotheses)]
+    assert "flashinfer-python" in names
+    assert "torch" not in names
+
+
+def test_a_cuda_error_does_not_blame_the_package_it_surfaced_in() -> None:
+    log = VLLM + _traceback(
+        ("flashinfer/prefill.py", "run"),
+        error="RuntimeError: CUDA error: an illegal memory access was encountered",
+    )
+    names = [name for name, _ in _packages(diagnose_text(log).hypotheses)]
+    assert "flashinfer-python" not in names
+
+
+def test_a_failure_inside_the_engine_offers_its_release_as_a_fill_in() -> None:
+    log = VLLM + _traceback(
+        ("vllm/worker/worker_base.py", "execute_model"),
+        ("vllm/model_executor/models/llama.py", "forward"),
+        error="RuntimeError: something inside the model went wrong",
+    )
+    hypotheses = diagnose_text(log).hypotheses
+    assert ("vllm", "the release before 0.11.0") in _packages(hypotheses)
+    release = next(h for h in hypotheses if h.changes[0].name == "vllm")
+    assert release.confidence < min(h.confidence for h in hypotheses if h is not release)
+
+
+def test_no_engine_release_for_a_taken_port() -> None:
+    port = VLLM + "OSError: [Errno 98] Address already in use\n"
+    assert "vllm" not in [n for n, _ in _packages(diagnose_text(port).hypotheses)]
+
+
+def test_an_import_name_matches_its_distribution_in_fix_at_3() -> None:
+    fix = {"kind": "package", "name": "flashinfer", "value": "0.1.6"}
+    assert same_fix(Change("package", "flashinfer-python", "x"), fix, "sglang")
+    assert not same_fix(Change("package", "flash-attn", "x"), fix, "sglang")
