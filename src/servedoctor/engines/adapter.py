@@ -74,6 +74,10 @@ class Spelling(_Strict):
 class Adapter(_Strict):
     engine: str
     knobs: dict[str, list[Spelling]]
+    not_common: list[str] = Field(
+        default_factory=list,
+        description="common knobs this engine does not read (PyTorch's allocator for ggml)",
+    )
 
     @model_validator(mode="after")
     def _known_knobs(self) -> Adapter:
@@ -99,10 +103,12 @@ def known_adapters() -> list[str]:
 def spellings(knob_id: str, engine: str | None) -> list[Spelling]:
     """Every spelling of a knob for an engine: its own first, then the common ones."""
     out: list[Spelling] = []
-    for name in (engine, COMMON):
-        table = adapter(name) if name else None
-        if table is not None:
-            out.extend(table.knobs.get(knob_id, []))
+    own = adapter(engine) if engine else None
+    if own is not None:
+        out.extend(own.knobs.get(knob_id, []))
+    common = adapter(COMMON)
+    if common is not None and (own is None or knob_id not in own.not_common):
+        out.extend(common.knobs.get(knob_id, []))
     return out
 
 

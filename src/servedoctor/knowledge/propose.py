@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from servedoctor.engines import all_engines
 from servedoctor.engines.adapter import current_flag, spell
 from servedoctor.engines.inventory import inventory
 from servedoctor.knowledge.knobs import fill, free_port, knob, vocabulary
@@ -39,9 +40,17 @@ def propose(spec: ChangeSpec, groups: Mapping[str, str], setting: Setting) -> Ch
     if spec.engines and (setting.engine or "null") not in spec.engines:
         return None
     change = _from_knob(spec, groups, setting) if spec.knob else _direct(spec, groups, setting)
-    if change is None or _in_effect(change, setting):
+    if change is None or _in_effect(change, setting) or _not_installable(change, setting):
         return None
     return change
+
+
+def _not_installable(change: Change, setting: Setting) -> bool:
+    """A Python package change for a server that is one compiled binary (llama.cpp, Ollama)."""
+    spec = all_engines().get(setting.engine or "")
+    if spec is None or not spec.native or change.kind != "package":
+        return False
+    return change.name != spec.distribution
 
 
 def fill_text(template: str, groups: Mapping[str, str], setting: Setting) -> str:

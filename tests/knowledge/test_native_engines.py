@@ -1,0 +1,64 @@
+"""Servers that are one compiled binary (llama.cpp, Ollama): their own knobs, no pip changes."""
+
+from __future__ import annotations
+
+from servedoctor.diagnose import diagnose_text
+from servedoctor.engines.adapter import spellings
+from servedoctor.model import Change
+
+OLLAMA = (
+    'time=2025-09-28T22:25:24.499-04:00 level=INFO source=routes.go:1 msg="Listening on '
+    '127.0.0.1:11434 (version 0.12.3)"\n'
+    'time=2025-09-28T22:25:24.501-04:00 level=INFO source=server.go:672 msg="loading model"\n'
+)
+
+
+def _changes(text: str) -> list[Change]:
+    return [c for h in diagnose_text(text).hypotheses for c in h.changes]
+
+
+def test_ollama_is_recognised_with_its_version() -> None:
+    d = diagnose_text(OLLAMA + "Error: llama runner process has terminated: exit status 2\n")
+    assert (d.engine, d.extras["engine_version"]) == ("ollama", "0.12.3")
+
+
+def test_a_kernel_without_code_for_this_arch_turns_flash_attention_off_in_ollamas_spelling() -> (
+    None
+):
+    log = OLLAMA + (
+        "ggml-cuda/fattn-wmma-f16.cu:437: ERROR: CUDA kernel flash_attn_ext_f16 has no device "
+        "code compatible with CUDA arch 720. ggml-cuda.cu was compiled for: 750,800\n"
+    )
+    d = diagnose_text(log)
+    assert (d.error_class, d.component) == ("arch_unsupported", "attention")
+    changes = _changes(log)
+    assert Change("env", "OLLAMA_FLASH_ATTENTION", "0") in changes
+    assert Change("package", "ollama", "the release before 0.12.3") in changes
+
+
+def test_no_pip_package_or_pytorch_setting_is_proposed_for_a_binary_server() -> None:
+    log = OLLAMA + "CUDA error: out of memory\n  current device: 0, in function alloc\n"
+    changes = _changes(log)
+    assert diagnose_text(log).error_class == "cuda_oom"
+    assert all(c.name != "PYTORCH_CUDA_ALLOC_CONF" for c in changes)
+    assert all(c.kind != "package" or c.name == "ollama" for c in changes)
+    # a Python server keeps PyTorch's allocator setting
+    assert [s.env for s in spellings("expandable_segments", "vllm")] == ["PYTORCH_CUDA_ALLOC_CONF"]
+    assert spellings("expandable_segments", "llamacpp") == []
+
+
+def test_nccl_saying_it_has_no_network_plugin_is_not_a_missing_library() -> None:
+    log = (
+        "host:1:1 [0] NCCL INFO NET/Plugin : dlerror=libnccl-net.so: cannot open shared object "
+        "file: No such file or directory No plugin found (libnccl-net.so), using internal "
+        "implementation\n"
+    )
+    assert diagnose_text(log).error_class != "missing_dependency"
+
+
+def test_a_minimum_version_message_proposes_that_minimum() -> None:
+    log = (
+        "Exception: flashinfer_python is installed with version 0.6.3, which is less than the "
+        "minimum required version 0.6.4. Please reinstall.\n"
+    )
+    assert Change("package", "flashinfer_python", ">=0.6.4") in _changes(log)
