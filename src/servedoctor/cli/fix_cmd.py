@@ -23,10 +23,15 @@ from servedoctor.config import (
 from servedoctor.env.serverenv import server_interpreter
 from servedoctor.errors import UserError
 from servedoctor.experiments.candidates import Candidate, build_candidates
-from servedoctor.experiments.command import parse
+from servedoctor.experiments.command import CommandLike, parse
+from servedoctor.experiments.durations import expected_seconds
 from servedoctor.experiments.envhistory import moved_since_healthy, remember_healthy
 from servedoctor.experiments.fingerprint import current_fingerprint
-from servedoctor.experiments.launching import TrialLaunchOptions, supervised_launcher
+from servedoctor.experiments.launching import (
+    DisplayFactory,
+    TrialLaunchOptions,
+    supervised_launcher,
+)
 from servedoctor.experiments.overlay import Overlays
 from servedoctor.experiments.planner import FixResult, PlanEvent, Planner
 from servedoctor.experiments.runner import TrialRunner
@@ -71,6 +76,7 @@ class _Printer:
     def __init__(self, quiet: bool) -> None:
         self.quiet = quiet
         self.n = 0
+        self.title = ""  # the running trial, for its live display
 
     def __call__(self, event: PlanEvent) -> None:
         if self.quiet:
@@ -83,6 +89,7 @@ class _Printer:
             if event.tested is not None and kept:
                 what += f"  (on top of {_describe(kept)})"
             _say(err, (f"trial {self.n}", "bold"), f" {event.role}: {what}")
+            self.title = f"trial {self.n} {event.role}"
             if event.why and event.role == "candidate":
                 _say(err, (f"  why: {event.why}", "dim"))
             if event.role in ("combine", "minimise") and len(event.changes) > 1:
@@ -102,6 +109,21 @@ class _Printer:
         )
         if event.role != "baseline":
             _say(err, (f"  {event.left} candidates left", "dim"))
+
+
+def _trial_display(fs: FindingsStore, cmd: CommandLike, printer: _Printer) -> DisplayFactory:
+    """Each trial's live display: launch's panel, titled with the trial, with the time a
+    healthy run of this server took before."""
+    from servedoctor.launch.display import LiveDisplay
+
+    def display() -> LiveDisplay:
+        try:  # asked per trial: a trial healthy earlier in this session counts too
+            expected = expected_seconds(fs, cmd)
+        except Exception:  # a courtesy figure: never let it stop the session
+            expected = None
+        return LiveDisplay(err, title=printer.title, expected_s=expected)
+
+    return display
 
 
 def _print_plan(cands: list[Candidate], json_out: bool) -> None:
@@ -257,8 +279,14 @@ def fix(
     cmd = parse(argv)
     check_command(cmd.render())  # a command that does not exist is a usage error, not a trial
     default_registry()  # a broken rule file is one line now, before any trial starts
+    from servedoctor.launch.supervisor import check_port_free
+
+    check_port_free(cmd.render())  # a taken port: one line, before the session starts
     fingerprint = current_fingerprint(cmd.engine)
-    launcher = supervised_launcher(options)
+    printer = _Printer(quiet or json_out)
+    launcher = supervised_launcher(
+        options, display=None if printer.quiet else _trial_display(fs, cmd, printer)
+    )
     if not resume:
         session_id = fs.start_run(
             engine=cmd.engine,
@@ -307,7 +335,7 @@ def fix(
         history=lambda cls: fs.history(fingerprint, cls, exclude_run=session_id),
         max_trials=max_trials,
         budget_s=None if budget_minutes is None else budget_minutes * 60,
-        on_event=_Printer(quiet or json_out),
+        on_event=printer,
         baseline=baseline,
         moved=moved,
     )

@@ -71,7 +71,21 @@ def launch_cmd(
         help="seconds a generation request may take (default: config file, else 60)",
     ),
     expect: str | None = typer.Option(None, help="regex the smoke reply must match"),
-    keep_running: bool = typer.Option(False, help="leave a healthy server running"),
+    detach: bool = typer.Option(
+        False, "--detach", help="after a healthy smoke test, leave the server running and return"
+    ),
+    keep_running: bool = typer.Option(False, "--keep-running", hidden=True),  # old --detach
+    exit_after_smoke: bool = typer.Option(
+        False,
+        "--exit-after-smoke",
+        help="after the smoke test, stop the server and return (scripts, CI)",
+    ),
+    probe_every: float = typer.Option(
+        30.0,
+        "--probe-every",
+        min=0,
+        help="attached: seconds between generation probes (0: only process, log and port)",
+    ),
     stall_timeout: list[str] = typer.Option(
         [], "--stall-timeout", help="PHASE=SECONDS with no log line or probe answer → hang"
     ),
@@ -106,7 +120,13 @@ def launch_cmd(
 ) -> None:
     """Launch CMD, follow its phases, smoke-test it, and diagnose it if it fails.
 
-    Exit status: 0 healthy, 1 failed, 2 usage, 130 interrupted.
+    After a healthy smoke test it stays attached: it keeps watching the process, its log and
+    its port, probes it every --probe-every seconds, and diagnoses a later failure in place;
+    Ctrl-C stops the whole server tree (the log is kept). --detach leaves the server running
+    and returns; --exit-after-smoke stops it and returns.
+
+    Exit status: 0 healthy (also when stopped by Ctrl-C while attached and healthy),
+    1 failed, 2 usage, 130 interrupted before the server was healthy.
     """
     from servedoctor.knowledge.registry import default_registry
     from servedoctor.launch import LaunchOptions, check_command, launch
@@ -126,12 +146,17 @@ def launch_cmd(
         except re.error as exc:
             raise UserError(f"--expect is not a valid regex: {exc}") from None
     stalls = {**DEFAULT_STALL_TIMEOUTS, **parse_stall_timeouts(stall_timeout)}
+    detach = detach or keep_running
+    if detach and exit_after_smoke:
+        raise UserError("--detach and --exit-after-smoke exclude each other: choose one")
     options = LaunchOptions(
         prompt=prompt,
         max_tokens=max_tokens,
         request_timeout=request_timeout,
         expect=expect,
-        keep_running=keep_running,
+        keep_running=detach,
+        attach=not (detach or exit_after_smoke),
+        probe_every_s=probe_every,
         runs_dir=runs_dir,
         stall_timeouts=stalls,
         startup_timeout=startup_timeout,
@@ -148,7 +173,11 @@ def launch_cmd(
         if quiet:
             result = launch(argv, options)
         else:
-            with LiveDisplay(err) as display:
+            from servedoctor.config import default_store
+            from servedoctor.experiments.durations import expected_for_argv
+
+            expected = expected_for_argv(default_store(), argv)
+            with LiveDisplay(err, expected_s=expected) as display:
                 result = launch(argv, options, on_event=display)
     except (OSError, SystemExit) as exc:  # rich: SystemExit(1) on EPIPE
         if not _output_closed(exc):

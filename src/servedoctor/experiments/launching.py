@@ -2,19 +2,27 @@
 
 Every trial runs through the same supervisor as ``servedoctor launch``: its own process
 group, phase timeline, smoke test, teardown and diagnosis. The launch options (prompt,
-max tokens, timeouts, ``--expect``) pass through unchanged to every trial.
+max tokens, timeouts, ``--expect``) pass through unchanged to every trial. Given a
+``display`` factory, each trial runs inside a fresh live display (``launch``'s panel).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servedoctor.experiments.trial import Launcher, LaunchReport
 
-__all__ = ["TrialLaunchOptions", "supervised_launcher"]
+if TYPE_CHECKING:
+    from servedoctor.launch.runstate import EventSink
+
+__all__ = ["DisplayFactory", "TrialLaunchOptions", "supervised_launcher"]
+
+#: Makes the live display of one trial: a context manager that is also the event sink.
+DisplayFactory = Callable[[], AbstractContextManager["EventSink"]]
 
 
 @dataclass(frozen=True)
@@ -48,7 +56,9 @@ class TrialLaunchOptions:
         )
 
 
-def supervised_launcher(options: TrialLaunchOptions) -> Launcher:
+def supervised_launcher(
+    options: TrialLaunchOptions, *, display: DisplayFactory | None = None
+) -> Launcher:
     from servedoctor.launch import LaunchOptions, launch
 
     def run(argv: Sequence[str], env: Mapping[str, str]) -> LaunchReport:
@@ -62,7 +72,11 @@ def supervised_launcher(options: TrialLaunchOptions) -> Launcher:
             env=dict(env),
             quiet=True,
         )
-        result = launch(list(argv), opts)
+        if display is None:
+            result = launch(list(argv), opts)
+        else:
+            with display() as sink:
+                result = launch(list(argv), opts, on_event=sink)
         return LaunchReport(
             outcome=result.outcome,
             diagnosis=result.diagnosis,

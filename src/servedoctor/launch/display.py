@@ -1,8 +1,11 @@
 """What a person sees: a live panel while the server comes up, then the run's summary.
 
-The live panel (current phase and its elapsed time, progress bars, memory figures, the last
-log line) is drawn only on a terminal; elsewhere each phase change, probe and failure prints
-as one line. The summary is built from a :class:`RunResult`, so ``--json`` and the text agree.
+One panel for ``launch`` and for every trial of ``fix``: the current phase and its elapsed
+time, the total against the time such a run took before (from the findings store), progress
+bars (weights, graphs), memory figures (GPU memory per GPU; without a GPU, CPU and RSS of
+the server's process tree) and the last log line. It is drawn only on a terminal; elsewhere
+each phase change, probe and failure prints as one line. The summary is built from a
+:class:`RunResult`, so ``--json`` and the text agree.
 """
 
 from __future__ import annotations
@@ -25,15 +28,21 @@ from servedoctor.redact import redact_text
 from servedoctor.textclip import clip
 
 _OUTCOME_STYLE = {"healthy": "bold green", "failed": "bold red", "interrupted": "bold yellow"}
-_PLAIN_EVENTS = frozenset({"started", "phase", "ready", "probe", "failure", "teardown", "gpu"})
+_PLAIN_EVENTS = frozenset(
+    {"started", "phase", "ready", "probe", "failure", "teardown", "gpu", "attached"}
+)
 
 
 class LiveDisplay:
     """An ``on_event`` sink; use as a context manager around :func:`launch`."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(
+        self, console: Console, *, title: str = "", expected_s: float | None = None
+    ) -> None:
         self.console = console
         self.live_mode = console.is_terminal
+        self.title = title  # e.g. "trial 2 · candidate" under fix
+        self.expected_s = expected_s  # how long such a run took before (findings store)
         self._live: Live | None = None
         self._t0 = time.monotonic()
         self.phase = "startup"
@@ -42,8 +51,12 @@ class LiveDisplay:
         self.progress: dict[str, tuple[float | None, str]] = {}
         self.memory: dict[str, float] = {}
         self.gpu_mib: float | None = None
+        self.per_gpu_mib: list[float] = []
+        self.usage = ""  # CPU and RSS of the server's tree, when there is no GPU
         self.last_line = ""
         self.status = ""
+        self.failed = False
+        self.smoke: SmokeResult | None = None
 
     def __enter__(self) -> LiveDisplay:
         if self.live_mode:
@@ -79,10 +92,19 @@ class LiveDisplay:
             self.memory[str(data.get("name"))] = float(data.get("gib", 0.0))
         elif event.kind == "gpu" and "used_mib" in data:
             self.gpu_mib = float(data["used_mib"])
+            self.per_gpu_mib = [float(x) for x in data.get("per_gpu_mib", [])]
+        elif event.kind == "usage":
+            self.usage = event.message
         elif event.kind == "line":
             self.last_line = printable(event.message)[-160:]
-        elif event.kind in ("probe", "ready", "failure", "teardown"):
-            self.status = event.message
+        elif event.kind in ("probe", "ready", "failure", "teardown", "attached"):
+            if not (self.failed and event.kind == "teardown"):
+                self.status = event.message
+            self.failed = self.failed or event.kind == "failure"
+            if event.kind == "probe" and data.get("kind") == "smoke" and "ok" in data:
+                self.smoke = _smoke_from(data)
+        if event.kind == "attached" and self.live_mode:
+            self._print_attached(event)
         if not self.live_mode and event.kind in _PLAIN_EVENTS and not _is_gpu_sample(event):
             self.console.print(
                 f"[dim]{event.t:7.1f}s[/] [bold]{escape(event.phase)}[/] "
@@ -90,13 +112,26 @@ class LiveDisplay:
                 highlight=False,
             )
 
+    def _print_attached(self, event: LaunchEvent) -> None:
+        """Above the panel, once: the smoke test passed and where the server listens."""
+        if self.smoke is not None:
+            self.console.print(_probe_line(self.smoke), highlight=False)
+        self.console.print(
+            Text.assemble(("✓ ", "green"), (f"{event.t:.1f} s ", "dim"), event.message),
+            highlight=False,
+        )
+
     def render(self) -> RenderableType:
         elapsed = time.monotonic() - self._t0
+        total = f"   (total {elapsed:.1f} s"
+        if self.expected_s is not None:
+            total += f" · usually ~{self.expected_s:.0f} s here"
         head = Text.assemble(
-            ("● ", "cyan"),
+            ("✗ ", "bold red") if self.failed else ("● ", "cyan"),
+            (f"{self.title} · ", "bold") if self.title else "",
             (self.phase, "bold"),
             f" · {self.label} · {max(0.0, elapsed - self.phase_since):.1f} s",
-            (f"   (total {elapsed:.1f} s)", "dim"),
+            (total + ")", "dim"),
         )
         parts: list[RenderableType] = [head]
         if self.progress:
@@ -106,12 +141,16 @@ class LiveDisplay:
                 grid.add_row(Text(name, style="dim"), bar, Text(count))
             parts.append(grid)
         figures = [f"{k} {v:.2f} GiB" for k, v in self.memory.items()]
-        if self.gpu_mib is not None:
+        if len(self.per_gpu_mib) > 1:
+            figures += [f"GPU{i} {mib:.0f} MiB" for i, mib in enumerate(self.per_gpu_mib)]
+        elif self.gpu_mib is not None:
             figures.append(f"GPU (run) {self.gpu_mib:.0f} MiB")
         if figures:
             parts.append(Text("memory: " + " · ".join(figures), style="magenta"))
+        if self.usage and self.gpu_mib is None:
+            parts.append(Text(f"server tree: {self.usage}", style="magenta"))
         if self.status:
-            parts.append(Text(self.status, style="yellow"))
+            parts.append(Text(self.status, style="bold red" if self.failed else "yellow"))
         if self.last_line:
             parts.append(Text(self.last_line, style="dim", overflow="ellipsis", no_wrap=True))
         return Group(*parts)
@@ -136,6 +175,19 @@ def _is_gpu_sample(event: LaunchEvent) -> bool:
     return event.kind == "gpu" and "used_mib" in event.data
 
 
+def _smoke_from(data: Any) -> SmokeResult:
+    return SmokeResult(
+        kind="smoke",
+        ok=bool(data.get("ok")),
+        status=data.get("status"),
+        ttft_s=data.get("ttft_s"),
+        latency_s=data.get("latency_s"),
+        tokens=int(data.get("tokens") or 0),
+        text=str(data.get("text") or ""),
+        error=data.get("error"),
+    )
+
+
 def render_result(result: RunResult) -> RenderableType:
     """The summary printed when the run ends."""
     parts: list[RenderableType] = []
@@ -158,6 +210,9 @@ def render_result(result: RunResult) -> RenderableType:
     for probe in (result.smoke, result.liveness):
         if probe is not None:
             parts.append(_probe_line(probe))
+    if result.attached_s is not None:
+        how = f"; stopped by {result.stopped_by}" if result.stopped_by else ""
+        parts.append(Text(f"attached {result.attached_s:.1f} s after the smoke test{how}"))
     if result.failure is not None:
         f = result.failure
         parts.append(

@@ -76,6 +76,8 @@ def run_record(
             "request_timeout": options.request_timeout,
             "expect": options.expect,
             "keep_running": options.keep_running,
+            "attach": options.attach,
+            "probe_every_s": options.probe_every_s,
             "startup_timeout": options.startup_timeout,
             "stall_timeouts": dict(options.stall_timeouts),
         },

@@ -82,6 +82,8 @@ class RunState:
         self.liveness: SmokeResult | None = None
         self.health_after_failure: dict[str, Any] | None = None
         self.ready_at: float | None = None
+        self.attached_at: float | None = None  # when the attached watch began (seconds)
+        self.probes_ok = 0  # attached generation probes that passed
         self.last_activity = self.t0
         self.last_line_number = 0
         self.model: str | None = None

@@ -29,11 +29,13 @@ class StopSignals:
 
     def __init__(self) -> None:
         self.count = 0  # signals received
+        self.last: int | None = None  # the last signal received
         self._holding = False
         self._pending = False
 
     def _handler(self, signum: int, frame: FrameType | None) -> None:
         self.count += 1
+        self.last = signum
         if self._holding:
             self._pending = True
         else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -24,7 +25,7 @@ import psutil
 from servedoctor.engines import engine_for_command
 from servedoctor.errors import UserError
 from servedoctor.knowledge.registry import default_registry
-from servedoctor.launch.endpoint import endpoint_for
+from servedoctor.launch.endpoint import endpoint_for, flag_value
 from servedoctor.launch.failure import complete, diagnose_run
 from servedoctor.launch.logtail import RAW_NAME, LogTail, open_raw
 from servedoctor.launch.probes import port_open
@@ -58,6 +59,7 @@ def launch(
     check_command(argv)
     spec = engine_for_command(list(argv))
     endpoint = endpoint_for(spec, argv)
+    check_port_free(argv)
     return _Supervisor(list(argv), spec, endpoint, options, on_event).run()
 
 
@@ -79,8 +81,24 @@ def _launch_remote(
     return supervisor.run()
 
 
+def check_port_free(argv: Sequence[str]) -> None:
+    """Refuse a port the command names that another process already holds: the server could
+    not bind it, and a probe would talk to the other process."""
+    spec = engine_for_command(list(argv))
+    endpoint = endpoint_for(spec, argv)
+    if flag_value(argv, spec.port_flags) is None or not port_open(endpoint):
+        return
+    holder = port_holder(endpoint.port) or " (by a process this user cannot see)"
+    raise UserError(
+        f"port {endpoint.port} on {endpoint.host} is already taken{holder}; "
+        "stop that process or give the server another port"
+    )
+
+
 class _Supervisor(Watcher):
     remote: RemoteLaunch | None = None  # set for a launch on a remote host
+
+    stopped_by: str | None = None
 
     def run(self) -> RunResult:
         # Signals are ours before anything starts: SIGINT, SIGTERM and SIGHUP end the run
@@ -102,6 +120,10 @@ class _Supervisor(Watcher):
             except KeyboardInterrupt:
                 if not started:
                     raise  # interrupted before the server started (a usage error path)
+                if self.attached_at is not None:  # healthy until it was told to stop
+                    outcome = "healthy"
+                    last = self.signals.last
+                    self.stopped_by = signal.Signals(last).name if last else "output closed"
             except BaseException as exc:
                 if started:  # a crash of ours: stop the server, record it, re-raise
                     with self.signals.held(reraise=False):
@@ -231,6 +253,8 @@ class _Supervisor(Watcher):
             pid=self.proc.pid,
             gpu=gpu,
             kept_running=keep,
+            attached_s=None if self.attached_at is None else now - self.attached_at,
+            stopped_by=self.stopped_by,
         )
         self._write(result=result, teardown=teardown)
         self.proc.release(keep=keep)

@@ -32,26 +32,34 @@ class GpuTelemetry:
             self._nvml = pynvml
         except Exception:  # no driver, no library, no device: telemetry is simply absent
             self._nvml = None
-        self.before_mib = self.device_used_mib() if self.available else 0.0
+        self.before_per_device = self._used_per_device() if self.available else []
+        self.before_mib = sum(self.before_per_device)
         self.peak_mib = 0.0
+        self.per_device_mib: list[float] = []  # the last sample, one figure per GPU
 
     @property
     def available(self) -> bool:
         return self._nvml is not None and bool(self._handles)
 
-    def device_used_mib(self) -> float:
-        total = 0.0
+    def _used_per_device(self) -> list[float]:
+        used: list[float] = []
         for handle in self._handles:
-            with contextlib.suppress(Exception):
-                total += self._nvml.nvmlDeviceGetMemoryInfo(handle).used / _MIB
-        return total
+            try:
+                used.append(self._nvml.nvmlDeviceGetMemoryInfo(handle).used / _MIB)
+            except Exception:
+                used.append(0.0)
+        return used
 
-    def run_mib(self, pids: Iterable[int]) -> float:
-        """Memory held by the given pids (by NVML's process list), or the device rise."""
+    def device_used_mib(self) -> float:
+        return sum(self._used_per_device())
+
+    def run_per_device(self, pids: Iterable[int]) -> list[float]:
+        """Per GPU: memory held by the given pids (by NVML's process list), or, where NVML
+        lists none of them (a container), the rise of device memory since launch."""
         wanted = set(pids)
-        held = 0.0
+        held = [0.0] * len(self._handles)
         matched = False
-        for handle in self._handles:
+        for i, handle in enumerate(self._handles):
             for getter in (
                 "nvmlDeviceGetComputeRunningProcesses",
                 "nvmlDeviceGetGraphicsRunningProcesses",
@@ -62,16 +70,22 @@ class GpuTelemetry:
                     continue
                 for proc in procs:
                     if proc.pid in wanted and proc.usedGpuMemory is not None:
-                        held += proc.usedGpuMemory / _MIB
+                        held[i] += proc.usedGpuMemory / _MIB
                         matched = True
         if matched:
             return held
-        return max(0.0, self.device_used_mib() - self.before_mib)
+        now = self._used_per_device()
+        return [max(0.0, u - b) for u, b in zip(now, self.before_per_device, strict=False)]
+
+    def run_mib(self, pids: Iterable[int]) -> float:
+        """Memory held by the given pids on all GPUs (see :meth:`run_per_device`)."""
+        return sum(self.run_per_device(pids))
 
     def sample(self, pids: Iterable[int]) -> float | None:
         if not self.available:
             return None
-        now = self.run_mib(pids)
+        self.per_device_mib = self.run_per_device(pids)
+        now = sum(self.per_device_mib)
         self.peak_mib = max(self.peak_mib, now)
         return now
 

@@ -50,7 +50,9 @@ class LaunchOptions:
     max_tokens: int = 16
     request_timeout: float = 60.0
     expect: str | None = None
-    keep_running: bool = False
+    keep_running: bool = False  # after a healthy smoke: leave the server running, detached
+    attach: bool = False  # after a healthy smoke: stay, supervise, diagnose a later failure
+    probe_every_s: float = 30.0  # attached: a generation probe this often (0: none)
     runs_dir: Path = Path("runs")
     stall_timeouts: Mapping[str, float] = field(default_factory=lambda: DEFAULT_STALL_TIMEOUTS)
     startup_timeout: float | None = None
@@ -176,6 +178,8 @@ class RunResult:
     pid: int | None = None
     gpu: GpuReport | None = None
     kept_running: bool = False
+    attached_s: float | None = None  # seconds supervised after the smoke test (attached)
+    stopped_by: str | None = None  # attached and healthy until a signal stopped it
 
     @property
     def log_path(self) -> Path:
@@ -196,6 +200,8 @@ class RunResult:
             "exit_code": self.exit_code,
             "pid": self.pid,
             "kept_running": self.kept_running,
+            "attached_s": None if self.attached_s is None else round(self.attached_s, 3),
+            "stopped_by": self.stopped_by,
             "gpu_peak_mib": None if self.gpu_peak_mib is None else round(self.gpu_peak_mib, 1),
             "gpu": None if self.gpu is None else self.gpu.to_dict(),
             "duration_s": round(self.duration_s, 3),
@@ -213,6 +219,8 @@ EventKind = Literal[
     "failure",
     "teardown",
     "gpu",
+    "usage",
+    "attached",
     "done",
 ]
 

@@ -3,6 +3,10 @@
 Failure is any of: the process exits, the log prints a fatal line, the log cannot be written
 (disk full), the port closes, a generation request errors or times out, or a phase makes no
 progress (no log line and no probe answer) for its stall timeout.
+
+Attached (``launch`` without ``--exit-after-smoke`` or ``--detach``), the watch goes on after
+a healthy smoke test: the same process, log and port checks, and a generation probe every
+``probe_every_s``, until the server fails (diagnosed in place) or a signal stops it.
 """
 
 from __future__ import annotations
@@ -16,16 +20,18 @@ from servedoctor.launch.requests import ProbeRequest, probe_message, start_reque
 from servedoctor.launch.runstate import RunState
 from servedoctor.launch.signals import output_closed
 from servedoctor.launch.types import Failure, FailureKind, SmokeResult
+from servedoctor.launch.usage import TreeSampler
 
 _READY_POLL_S = 0.5  # port/health poll before ready
 _PORT_POLL_S = 2.0  # port check while serving
 _SNAPSHOT_S = 2.0  # descendant snapshot (for teardown of processes that leave the group)
 _GPU_POLL_S = 1.0
+_USAGE_POLL_S = 1.0  # CPU/RSS of the tree, where there is no GPU
 _FATAL_SETTLE_S = 3.0  # after a fatal line, let the traceback that follows reach the log
 _FATAL_QUIET_S = 0.5
 _EXIT_SETTLE_S = 1.0  # after a request error, how long to wait for the process to die
 
-Stage = Literal["wait_ready", "smoke", "liveness", "after_failure"]
+Stage = Literal["wait_ready", "smoke", "liveness", "after_failure", "attached"]
 
 
 class Watcher(RunState):
@@ -37,6 +43,7 @@ class Watcher(RunState):
         request: ProbeRequest | None = None
         pending: Failure | None = None
         next_probe = next_port = next_snapshot = next_gpu = 0.0
+        usage = TreeSampler()
         fatal_at: float | None = None
         while True:
             self._drain(opt.poll_s)
@@ -65,13 +72,9 @@ class Watcher(RunState):
             if mono >= next_snapshot:
                 next_snapshot = mono + _SNAPSHOT_S
                 self.proc.snapshot()
-            if self.gpu.available and mono >= next_gpu:
-                next_gpu = mono + _GPU_POLL_S
-                used = self.gpu.sample(self.proc.pids())
-                if used is not None:
-                    self.emit(
-                        "gpu", f"{used:.0f} MiB", {"used_mib": used, "peak_mib": self.gpu.peak_mib}
-                    )
+            if mono >= next_gpu and (self.gpu.available or self.on_event is not None):
+                next_gpu = mono + (_GPU_POLL_S if self.gpu.available else _USAGE_POLL_S)
+                self._sample_usage(usage)
 
             if stage == "wait_ready":
                 if mono >= next_probe or (self.timeline.ready_seen and self.ready_at is None):
@@ -100,6 +103,34 @@ class Watcher(RunState):
                     )
                 continue
 
+            if stage == "attached":
+                if mono >= next_port:
+                    next_port = mono + _PORT_POLL_S
+                    if not port_open(self.endpoint) and self.proc.poll() is None:
+                        return self._failure(
+                            "port_closed",
+                            f"port {self.endpoint.port} stopped accepting connections",
+                            self._phase(request),
+                        )
+                if request is None:
+                    if opt.probe_every_s > 0 and mono >= next_probe:
+                        request = self._start("liveness", quiet=True)
+                    continue
+                if not request.done:
+                    if not request.overdue(mono):
+                        continue
+                    request.result = request.unanswered(mono, t0=self.t0)
+                result = request.result
+                assert result is not None
+                self.liveness = result
+                if not result.ok:
+                    self.emit("probe", probe_message(result), result.to_dict())
+                    return self._request_failure(request, result)
+                self.probes_ok += 1
+                self.emit("probe", f"probe {self.probes_ok} ok", result.to_dict())
+                request, next_probe = None, mono + opt.probe_every_s
+                continue
+
             assert request is not None
             if mono >= next_port:
                 next_port = mono + _PORT_POLL_S
@@ -123,8 +154,20 @@ class Watcher(RunState):
             if stage == "after_failure":
                 return pending
             if result.ok:
-                if stage == "liveness":
+                if stage == "liveness" and not opt.attach:
                     return None
+                if stage == "liveness":
+                    self.attached_at = self.now()
+                    every = f"every {opt.probe_every_s:g} s" if opt.probe_every_s > 0 else "off"
+                    self.emit(
+                        "attached",
+                        f"serving at {self.endpoint.base_url} · attached, probes {every} "
+                        "· Ctrl-C stops it",
+                        {"url": self.endpoint.base_url, "probe_every_s": opt.probe_every_s},
+                    )
+                    request, stage = None, "attached"
+                    next_probe = mono + opt.probe_every_s
+                    continue
                 request, stage = self._start("liveness"), "liveness"
                 continue
             failure = self._request_failure(request, result)
@@ -143,7 +186,7 @@ class Watcher(RunState):
             return
         if stage == "smoke":
             self.smoke = request.result
-        elif stage in ("liveness", "after_failure"):
+        elif stage in ("liveness", "after_failure", "attached"):
             self.liveness = request.result
 
     def _probe_ready(self) -> bool:
@@ -156,12 +199,31 @@ class Watcher(RunState):
             self.last_activity = time.monotonic()
         return health.ok
 
-    def _start(self, kind: Literal["smoke", "liveness"]) -> ProbeRequest:
+    def _start(self, kind: Literal["smoke", "liveness"], *, quiet: bool = False) -> ProbeRequest:
         request = start_request(
             self.client, self.endpoint, self.opt, kind, model=self.model, t0=self.t0
         )
-        self.emit("probe", f"{kind} request sent", {"kind": kind})
+        if not quiet:
+            self.emit("probe", f"{kind} request sent", {"kind": kind})
         return request
+
+    def _sample_usage(self, usage: TreeSampler) -> None:
+        """GPU memory per GPU where NVML works; else CPU and RSS of the server's tree."""
+        pids = self.proc.pids()
+        if self.gpu.available:
+            used = self.gpu.sample(pids)
+            if used is not None:
+                data = {
+                    "used_mib": used,
+                    "peak_mib": self.gpu.peak_mib,
+                    "per_gpu_mib": list(self.gpu.per_device_mib),
+                }
+                self.emit("gpu", f"{used:.0f} MiB", data)
+            return
+        tree = usage.sample(pids)
+        self.emit(
+            "usage", f"CPU {tree.cpu_percent:.0f} % · RSS {tree.rss_mib:.0f} MiB", tree.to_dict()
+        )
 
     def _request_failure(self, request: ProbeRequest, result: SmokeResult) -> Failure:
         phase = self._phase(request)
