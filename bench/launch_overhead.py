@@ -47,6 +47,7 @@ def start_cli(args: list[str], runs: Path, env: dict[str, str]) -> subprocess.Po
     cmd = [
         str(BIN / "servedoctor"),
         "launch",
+        "--exit-after-smoke",
         "--json",
         "--quiet",
         "--runs-dir",

@@ -73,7 +73,10 @@ def test_a_broken_rule_file_stops_launch_before_any_server_starts(
     marker = tmp_path / "started"
     server = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
     try:
-        r = CliRunner().invoke(app, ["launch", "--runs-dir", str(tmp_path / "runs"), "--", *server])
+        r = CliRunner().invoke(
+            app,
+            ["launch", "--exit-after-smoke", "--runs-dir", str(tmp_path / "runs"), "--", *server],
+        )
     finally:
         registry.default_registry.cache_clear()
     assert isinstance(r.exception, UserError) and "bad.yaml" in str(r.exception)

@@ -48,6 +48,7 @@ def test_launch_goes_to_the_state_dir_and_diagnose_last_reads_the_signal(tmp_pat
         work,
         env,
         "launch",
+        "--exit-after-smoke",
         "-q",
         "--json",
         "--grace",
@@ -107,6 +108,7 @@ def test_launch_takes_defaults_from_the_project_config(tmp_path: Path) -> None:
         work,
         _env(tmp_path),
         "launch",
+        "--exit-after-smoke",
         "-q",
         "--json",
         "--request-timeout",
@@ -137,6 +139,6 @@ def test_a_bad_config_is_one_line_and_exit_2(tmp_path: Path) -> None:
     work = tmp_path / "proj"
     work.mkdir()
     (work / "servedoctor.toml").write_text("grace = [1\n")
-    r = sd(work, _env(tmp_path), "launch", "--", sys.executable, "-c", "pass")
+    r = sd(work, _env(tmp_path), "launch", "--exit-after-smoke", "--", sys.executable, "-c", "pass")
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and "servedoctor.toml: not valid TOML" in r.stderr

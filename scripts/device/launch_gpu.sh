@@ -47,7 +47,7 @@ smi() {
 
 smi "before launch" > "$OUT/nvidia-smi.txt"
 START=$(date +%s.%N)
-"$PY" -m servedoctor launch --json --max-tokens 64 --request-timeout 120 --grace 10 \
+"$PY" -m servedoctor launch --exit-after-smoke --json --max-tokens 64 --request-timeout 120 --grace 10 \
   --stall-timeout all=300 --runs-dir "$WORK/runs" -- \
   "$PY" -m transformers.cli.transformers serve "$WORK/gpt2" --device "$DEVICE" \
   --host 127.0.0.1 --port "$PORT" \

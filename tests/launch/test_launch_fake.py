@@ -164,7 +164,7 @@ def test_cli_usage_errors(tmp_path: Path) -> None:
         ["--expect", "(", "--", "true"],
     ):
         proc = subprocess.run(
-            [exe, "launch", "--runs-dir", str(tmp_path), *args],
+            [exe, "launch", "--exit-after-smoke", "--runs-dir", str(tmp_path), *args],
             capture_output=True,
             text=True,
             timeout=30,

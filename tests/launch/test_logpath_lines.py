@@ -41,7 +41,16 @@ fakeserver.serve(port)
 """
 
 
-LAUNCH = [sys.executable, "-m", "servedoctor", "launch", "--quiet", "--grace", "1"]
+LAUNCH = [
+    sys.executable,
+    "-m",
+    "servedoctor",
+    "launch",
+    "--exit-after-smoke",
+    "--quiet",
+    "--grace",
+    "1",
+]
 
 
 def _port() -> int:

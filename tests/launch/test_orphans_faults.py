@@ -52,7 +52,16 @@ class Run:
         kw.setdefault("stderr", subprocess.DEVNULL)
         self.started = time.monotonic()
         self.sup = subprocess.Popen(
-            [sys.executable, "-m", "servedoctor", "launch", *args, "--", *server],
+            [
+                sys.executable,
+                "-m",
+                "servedoctor",
+                "launch",
+                "--exit-after-smoke",
+                *args,
+                "--",
+                *server,
+            ],
             start_new_session=True,  # like a terminal: Ctrl-C goes to the group
             **kw,
         )
@@ -194,6 +203,7 @@ def test_closed_stdout_at_the_end_is_quiet(tmp_path: Path) -> None:
             "-m",
             "servedoctor",
             "launch",
+            "--exit-after-smoke",
             "--json",
             "-q",
             "--runs-dir",

@@ -91,7 +91,16 @@ def test_next_launch_names_the_orphan_of_a_killed_supervisor(tmp_path: Path) -> 
     port = "0"
     server = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"]
     token = uuid.uuid4().hex
-    base = [sys.executable, "-m", "servedoctor", "launch", "-q", "--runs-dir", str(tmp_path)]
+    base = [
+        sys.executable,
+        "-m",
+        "servedoctor",
+        "launch",
+        "--exit-after-smoke",
+        "-q",
+        "--runs-dir",
+        str(tmp_path),
+    ]
     sup = subprocess.Popen([*base, "--", *server, token, "--port", port])
     orphan: int | None = None
     try:

@@ -19,6 +19,7 @@ import pytest
 
 from conftest import VENV_BIN, free_port, processes_mentioning, serve_cmd
 from servedoctor.diagnose import diagnose_text
+from servedoctor.errors import UserError
 from servedoctor.launch import LaunchOptions, RunResult, launch
 
 pytestmark = [pytest.mark.realserver, pytest.mark.timeout(180)]
@@ -62,6 +63,7 @@ def test_healthy_launch_cli_json(
     cmd = [
         str(VENV_BIN / "servedoctor"),
         "launch",
+        "--exit-after-smoke",
         "--json",
         "--max-tokens",
         "6",
@@ -118,27 +120,21 @@ def test_missing_model_path(
 def test_port_already_in_use(
     models: dict[str, Path], offline_env: dict[str, str], tmp_path: Path, no_leftovers: None
 ) -> None:
+    """A port the command names that another process holds is refused before anything
+    starts, naming that process (a probe would talk to it, the server could not bind)."""
     squatter = socket.socket()
     squatter.bind(("127.0.0.1", 0))
     squatter.listen(8)
     port = squatter.getsockname()[1]
     try:
-        result = launch(serve_cmd(models["healthy"], port), _options(tmp_path, offline_env))
+        with pytest.raises(UserError) as refused:
+            launch(serve_cmd(models["healthy"], port), _options(tmp_path, offline_env))
     finally:
         squatter.close()
-    assert result.outcome == "failed"
-    assert result.failure is not None
-    assert result.failure.kind in ("fatal_line", "process_exit")
-    assert "address already in use" in result.failure.detail or result.exit_code == 3
-    # the server exits 3 by itself, unless the supervisor saw its fatal line first and
-    # stopped it (a race on a loaded machine): then the failure is that line
-    assert result.exit_code == 3 or (
-        result.failure.kind == "fatal_line" and "already in use" in result.failure.detail
-    )
-    assert result.smoke is None  # never reported ready through someone else's port
-    run = _run_json(result)
-    assert any("already in use" in w for w in run["warnings"])  # type: ignore[union-attr]
-    assert result.leftover_processes == 0
+    message = str(refused.value)
+    assert f"port {port} on 127.0.0.1 is already taken" in message
+    assert f"by pid {os.getpid()}" in message  # the process holding it, by name
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
 
 
 def test_decode_raises_server_stays_up(
@@ -220,6 +216,7 @@ def test_ctrl_c_during_load(
     cmd = [
         str(VENV_BIN / "servedoctor"),
         "launch",
+        "--exit-after-smoke",
         "--json",
         "--runs-dir",
         str(runs),

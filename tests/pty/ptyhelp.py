@@ -1,0 +1,99 @@
+"""Drive the real CLI in a pseudo-terminal (pexpect), as a person at a terminal would.
+
+The real-server fixtures and helpers (tests/realserver/conftest.py) are loaded from their
+file under another module name, so both folders can run in one pytest session.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pexpect
+import pytest
+
+HERE = Path(__file__).parent
+
+
+def _load(name: str, filename: str) -> ModuleType:
+    path = HERE.parent / "realserver" / filename
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+realserver = _load("realserver_fixtures", "conftest.py")
+tinymodels = _load("realserver_tinymodels", "tinymodels.py")
+VENV_BIN: Path = realserver.VENV_BIN
+SERVEDOCTOR = str(VENV_BIN / "servedoctor")
+free_port = realserver.free_port
+serve_cmd = realserver.serve_cmd
+processes_mentioning = realserver.processes_mentioning
+
+#: Terminal control sequences rich writes (colours, cursor moves, hide/show cursor).
+_ANSI = re.compile(
+    r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()=>][0-9A-Za-z]?"
+)
+
+
+class Term:
+    """One CLI run in a 120x40 pseudo-terminal; ``text`` is everything it drew, plain."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        full = {**os.environ, **env, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
+        full.pop("NO_COLOR", None)
+        self.child = pexpect.spawn(
+            SERVEDOCTOR, args, env=full, dimensions=(40, 120), encoding="utf-8", timeout=5
+        )
+        self.raw = ""
+
+    @property
+    def text(self) -> str:
+        return _ANSI.sub("", self.raw).replace("\r", "")
+
+    def _read(self, wait: float) -> bool:
+        """Read what is there (up to ``wait`` s); False at end of output."""
+        try:
+            self.raw += self.child.read_nonblocking(1 << 20, timeout=wait)
+        except pexpect.TIMEOUT:
+            pass
+        except pexpect.EOF:
+            return False
+        return True
+
+    def wait_for(self, pattern: str, timeout: float) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = re.search(pattern, self.text)
+            if found is not None:
+                return found
+            if time.monotonic() > deadline or not self._read(0.2):
+                found = re.search(pattern, self.text)
+                if found is not None:
+                    return found
+                tail = self.text[-3000:]
+                pytest.fail(
+                    f"{pattern!r} never appeared in {timeout:g} s; the screen ended:\n{tail}"
+                )
+
+    def finish(self, timeout: float) -> int:
+        """Read to the end; the exit status (128+N for a signal N)."""
+        deadline = time.monotonic() + timeout
+        while self._read(0.5):
+            if time.monotonic() > deadline:
+                self.child.kill(9)
+                pytest.fail(f"still running after {timeout:g} s:\n{self.text[-3000:]}")
+        self.child.close()
+        if self.child.signalstatus is not None:
+            return 128 + int(self.child.signalstatus)
+        return int(self.child.exitstatus)
+
+    def kill(self) -> None:
+        if self.child.isalive():
+            self.child.kill(9)
