@@ -8,20 +8,22 @@ to an issue or printed. Links point at the whole log, relative to where the page
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Sequence
 from datetime import datetime
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from servedoctor import __version__
-from servedoctor.findings.working import shell_line
 from servedoctor.report.evidence import MARK
 from servedoctor.report.rundata import RunData
-from servedoctor.report.session import SessionData
+
+if TYPE_CHECKING:  # the findings store (SQLAlchemy) is imported only for a session's page
+    from servedoctor.report.session import SessionData
 
 __all__ = [
     "REPORT_NAME",
@@ -59,6 +61,12 @@ def _href(target: Path, page: Path) -> str:
     """``target`` relative to the folder of ``page``, as a URL path."""
     rel = os.path.relpath(os.path.abspath(target), os.path.abspath(page.parent))
     return quote(Path(rel).as_posix())
+
+
+def shell_line(argv: Sequence[str], env: dict[str, str]) -> str:
+    """As :func:`servedoctor.findings.working.shell_line` (each value quoted, never the
+    assignment), without importing the findings store for a run's page."""
+    return " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.join(argv)])
 
 
 def _common() -> dict[str, Any]:

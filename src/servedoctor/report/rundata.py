@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from servedoctor.errors import UserError
-from servedoctor.findings.codec import diagnosis_from_dict
 from servedoctor.launch.record import diagnose_recorded, read_record
 from servedoctor.launch.rundir import LOG_NAME
 from servedoctor.launch.samples import TELEMETRY_NAME, Sample, read_samples
 from servedoctor.launch.types import PhaseSpan
-from servedoctor.model import Diagnosis, Hypothesis
+from servedoctor.model import Change, Diagnosis, Evidence, Hypothesis
 from servedoctor.redact import redact_argv, redact_env, redact_text
 from servedoctor.report.evidence import infer_roles, roles_by_line
 from servedoctor.report.logexcerpt import ExcerptLine, excerpt
@@ -123,6 +122,39 @@ def _masked(d: Diagnosis) -> Diagnosis:
     )
 
 
+def _stored(data: dict[str, Any]) -> Diagnosis:
+    """run.json's diagnosis (the ``diagnose --json`` form) as a value. The findings codec
+    does the same, but importing the store (SQLAlchemy) costs a second a report need not."""
+
+    def change(c: dict[str, Any]) -> Change:
+        return Change(c.get("kind", "flag"), str(c.get("name", "")), c.get("value"))
+
+    return Diagnosis(
+        file=str(data.get("file", "")),
+        error_class=data.get("error_class"),
+        phase=data.get("phase"),
+        component=data.get("component"),
+        culprit=data.get("culprit"),
+        summary=str(data.get("summary", "")),
+        evidence=tuple(
+            Evidence(int(e["line"]), str(e["text"]))
+            for e in data.get("evidence") or []
+            if isinstance(e, dict) and isinstance(e.get("line"), int)
+        ),
+        hypotheses=tuple(
+            Hypothesis(
+                id=str(h.get("id", "")),
+                cause=str(h.get("cause", "")),
+                confidence=_num(h.get("confidence")),
+                changes=tuple(change(c) for c in (h.get("changes") or [])[:1]),
+                references=tuple(str(r) for r in h.get("references") or []),
+            )
+            for h in data.get("hypotheses") or []
+            if isinstance(h, dict)
+        ),
+    )
+
+
 def _diagnosis(run_dir: Path, record: dict[str, Any], log_bytes: int) -> Diagnosis | None:
     stored = record.get("diagnosis")
     failed = record.get("outcome") == "failed" or isinstance(stored, dict)
@@ -135,7 +167,7 @@ def _diagnosis(run_dir: Path, record: dict[str, Any], log_bytes: int) -> Diagnos
                 return d
         except UserError:
             pass
-    return diagnosis_from_dict(stored) if isinstance(stored, dict) else None
+    return _stored(stored) if isinstance(stored, dict) else None
 
 
 def load_run(run_dir: Path, *, diagnosis: Diagnosis | None = None, tail: int = 40) -> RunData:

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from servedoctor.errors import UserError
-from servedoctor.findings.healthy import PackageMove
-from servedoctor.findings.store import FindingsStore
 from servedoctor.model import Diagnosis
 from servedoctor.redact import redact_url
 from servedoctor.report.html import REPORT_NAME, render_run, render_session, write_html
 from servedoctor.report.rundata import load_run
-from servedoctor.report.session import load_session, session_moves
+
+if TYPE_CHECKING:  # a run's page never imports the findings store (SQLAlchemy: ~1 s)
+    from servedoctor.findings.healthy import PackageMove
+    from servedoctor.findings.store import FindingsStore
 
 __all__ = ["default_session_page", "write_run_report", "write_session_report"]
 
@@ -45,6 +47,8 @@ def write_session_report(
 ) -> Path:
     """A fix session's report; ``moves``: the environment diff the session computed (else
     it is computed now, against the server's interpreter as it is now)."""
+    from servedoctor.report.session import load_session, session_moves
+
     run = store.run(session_id)
     if run is None:
         raise UserError(f"no fix session {session_id} in {redact_url(store.url)}")
