@@ -1,87 +1,23 @@
-"""A real OpenSSH server on loopback, as the "remote host", and the real-server fixtures.
-
-``sshd`` runs as the current user on a free port with a host key, a client key and an
-authorized_keys file made here; the client gets its own ``ssh -F`` config (through
-``SERVEDOCTOR_SSH_CONFIG``), so nothing of the user's ~/.ssh is read or written.
-"""
+"""A real OpenSSH server on loopback as the "remote host" (``sshd.py``), and the real-server
+fixtures of tests/realserver (``remotehelp.py``)."""
 
 from __future__ import annotations
 
-import getpass
-import os
-import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from remotehelp import free_port, models, no_leftovers, offline_env  # noqa: F401 (fixtures)
+from sshd import missing, start_sshd, stop_sshd
 
 from servedoctor.remote.url import SshTarget
-
-SSHD = Path("/usr/sbin/sshd")
-
-
-def _port_answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
-            return s.recv(4).startswith(b"SSH")
-    except OSError:
-        return False
-
-
-def _keygen(path: Path) -> None:
-    subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
-        check=True,
-        capture_output=True,
-    )
 
 
 @pytest.fixture(scope="session")
 def ssh_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshTarget]:
     """An sshd on 127.0.0.1 that lets this user in with a key of its own."""
-    if not SSHD.exists() or shutil.which("ssh") is None or shutil.which("ssh-keygen") is None:
-        pytest.skip("no OpenSSH server or client: apt-get install openssh-server")
-    if os.geteuid() == 0:  # sshd running as root wants its privilege separation directory
-        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
-    root = tmp_path_factory.mktemp("sshd")
-    _keygen(root / "host_key")
-    _keygen(root / "client_key")
-    (root / "authorized_keys").write_text((root / "client_key.pub").read_text())
-    port = free_port()
-    user = getpass.getuser()
-    (root / "sshd_config").write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {root}/host_key\n"
-        f"AuthorizedKeysFile {root}/authorized_keys\nPidFile {root}/sshd.pid\n"
-        "StrictModes no\nUsePAM no\nPasswordAuthentication no\n"
-        "KbdInteractiveAuthentication no\nPubkeyAuthentication yes\nPermitRootLogin yes\n"
-        f"AllowUsers {user}\nAllowTcpForwarding yes\nLogLevel ERROR\n"
-    )
-    host_pub = (root / "host_key.pub").read_text().split()
-    (root / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
-    (root / "ssh_config").write_text(
-        f"Host *\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n"
-        f"  IdentityFile {root}/client_key\n  IdentitiesOnly yes\n"
-        f"  UserKnownHostsFile {root}/known_hosts\n  StrictHostKeyChecking yes\n"
-        "  LogLevel ERROR\n"
-    )
-    log = (root / "sshd.log").open("wb")
-    sshd = subprocess.Popen(
-        [str(SSHD), "-D", "-e", "-f", str(root / "sshd_config")],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 10.0
-    while not _port_answers(port):
-        if sshd.poll() is not None or time.monotonic() > deadline:
-            sshd.kill()
-            pytest.fail(f"sshd did not start: {(root / 'sshd.log').read_text()[-500:]}")
-        time.sleep(0.05)
-    yield SshTarget(host="testhost", config_file=str(root / "ssh_config"), python="python3")
-    sshd.terminate()
-    sshd.wait(timeout=10)
-    log.close()
+    reason = missing()
+    if reason is not None:
+        pytest.skip(reason)
+    sshd, target = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield target
+    stop_sshd(sshd)
