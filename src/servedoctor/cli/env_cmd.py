@@ -74,9 +74,20 @@ def env_command(
     python: Path = typer.Option(None, "--python", help=PYTHON_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     no_torch: bool = typer.Option(False, "--no-torch", help="Do not import torch."),
+    on: str = typer.Option(
+        None, "--on", help="Ask servedoctor on this host: ssh://[user@]host[:port]."
+    ),
 ) -> None:
     """Show GPUs (NVML), driver, CUDA, torch, NCCL and the serving stack, as the server's
     Python sees them (servedoctor's own without a command or --python)."""
+    if on is not None:
+        from servedoctor.remote.delegate import run_servedoctor
+        from servedoctor.remote.url import parse_target
+
+        flags = [*(["--json"] if as_json else []), *(["--no-torch"] if no_torch else [])]
+        flags += ["--python", str(python)] if python is not None else []
+        rest = ["--", *command] if command else []
+        raise typer.Exit(run_servedoctor(parse_target(on), ["env", *flags, *rest]))
     found = server_python(command, python)
     fp = collect(with_torch=not no_torch, python=found.path if found else None)
     if as_json:

@@ -46,10 +46,22 @@ def preflight_command(
     no_scan: bool = typer.Option(False, "--no-scan", help="Skip the library arch scan."),
     python: Path = typer.Option(None, "--python", help=PYTHON_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    on: str = typer.Option(
+        None, "--on", help="Check on this host, by servedoctor there: ssh://[user@]host[:port]."
+    ),
 ) -> None:
     """Check a server command before launch: exit 1 when a blocking risk is found."""
     if not command:
         raise UserError("give the server command after --, e.g. preflight -- vllm serve MODEL")
+    if on is not None:  # the model path and the interpreter are the remote host's
+        from servedoctor.remote.delegate import run_servedoctor
+        from servedoctor.remote.url import parse_target
+
+        flags = [*(["--json"] if as_json else []), *(["--no-scan"] if no_scan else [])]
+        for name, value in (("--model", model), ("--gpu", gpu), ("--python", python)):
+            flags += [name, str(value)] if value is not None else []
+        code = run_servedoctor(parse_target(on), ["preflight", *flags, "--", *command])
+        raise typer.Exit(code)
     if model is not None and not model.is_dir():
         raise UserError(f"--model {model}: not a directory")
     target = parse_arch(gpu) if gpu else None
