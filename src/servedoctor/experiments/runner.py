@@ -13,10 +13,11 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Sequence
 
 from servedoctor.experiments.command import CommandLike
-from servedoctor.experiments.overlay import Overlays
+from servedoctor.experiments.overlay import OverlayError, Overlays
 from servedoctor.experiments.trial import (
     REJECTED_BY_PARSER,
     Launcher,
+    LaunchReport,
     Signature,
     Trial,
     TrialOutcome,
@@ -25,7 +26,10 @@ from servedoctor.experiments.trial import (
     headline,
     same_failure,
 )
-from servedoctor.model import Change
+from servedoctor.model import Change, Diagnosis
+
+#: The rule a trial carries when its overlay could not be built (pip, index, no such version).
+NO_OVERLAY = "OVERLAY"
 
 __all__ = ["TrialRunner", "classify"]
 
@@ -122,10 +126,15 @@ class TrialRunner:
                     cmd = cmd.apply(change)
             argv, env = cmd.render(), dict(cmd.env)
             packages = [c for c in changes if c.kind == "package"]
-            if packages and self.overlays is not None:
-                env = self.overlays.environment(packages, env, os.environ)
-            report = self.launcher(argv, env)
-            self.launched += 1
+            try:
+                if packages and self.overlays is not None:
+                    env = self.overlays.environment(packages, env, os.environ)
+            except OverlayError as exc:  # no index, no such version: a reason, not a failure
+                unbuilt = Diagnosis("", None, None, None, None, str(exc), rules=(NO_OVERLAY,))
+                report = LaunchReport("failed", unbuilt, 0.0)
+            else:
+                report = self.launcher(argv, env)
+                self.launched += 1
             diag = report.diagnosis
             got: Signature = (
                 (diag.error_class, diag.phase, headline(diag)) if diag else (None, None, "")
@@ -135,7 +144,8 @@ class TrialRunner:
                 report.outcome == "interrupted",
                 got,
                 reference,
-                rejected=diag is not None and REJECTED_BY_PARSER in diag.rules,
+                rejected=diag is not None
+                and not {REJECTED_BY_PARSER, NO_OVERLAY}.isdisjoint(diag.rules),
             )
             trial = Trial(
                 index=len(self.trials),
