@@ -73,3 +73,13 @@ def test_an_import_name_matches_its_distribution_in_fix_at_3() -> None:
     fix = {"kind": "package", "name": "flashinfer", "value": "0.1.6"}
     assert same_fix(Change("package", "flashinfer-python", "x"), fix, "sglang")
     assert not same_fix(Change("package", "flash-attn", "x"), fix, "sglang")
+
+
+def test_a_kernel_library_without_this_arch_proposes_a_build_of_that_library() -> None:
+    log = (
+        "CUDA Error: no kernel image is available for execution on the device (209) "
+        "/tmp/build/flashinfer-0.1.4/include/flashinfer/attention/handler.cuh: line 169\n"
+    )
+    d = diagnose_text(log)
+    assert d.culprit == "flashinfer"
+    assert ("flashinfer-python", "a build with this GPU's arch") in _packages(d.hypotheses)

@@ -14,7 +14,7 @@ from servedoctor.diagnose.hypotheses import fill_up, from_hits, localise, rank, 
 from servedoctor.diagnose.locate import frames_near, locate
 from servedoctor.diagnose.match import Hit, match_rules
 from servedoctor.diagnose.observe import Observations, Text, observe
-from servedoctor.diagnose.owner import engine_release, owner_hypotheses
+from servedoctor.diagnose.owner import culprit_build, engine_release, owner_hypotheses
 from servedoctor.errors import UserError
 from servedoctor.knowledge.registry import Registry, default_registry
 from servedoctor.logs.events import Event, extract
@@ -317,6 +317,11 @@ def diagnose_observations(
         engine=obs.engine,
         engine_version=obs.engine_version,
     )
+    build = culprit_build(error_class, culprit, obs.engine)
+    if build is not None and all(
+        c.name != build.changes[0].name for h in hypotheses for c in h.changes
+    ):
+        hypotheses.append(build)
     fallbacks = from_hits(fallback_hits, obs, root=None)
     release = engine_release(
         frames, error_class=error_class, engine=obs.engine, engine_version=obs.engine_version

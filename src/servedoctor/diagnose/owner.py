@@ -15,7 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servedoctor.engines import all_engines
-from servedoctor.knowledge.facts import distribution_of_path, is_api_error, passes_through
+from servedoctor.knowledge.facts import (
+    distribution_of_path,
+    is_api_error,
+    package_of_kernel_library,
+    passes_through,
+)
 from servedoctor.logs.model import Frame
 from servedoctor.model import Change, Hypothesis
 
@@ -135,5 +140,24 @@ def engine_release(
         ),
         why=f"no rule explains the failure and its frames are {dist}'s own",
         references=("https://packaging.python.org/en/latest/specifications/version-specifiers/",),
+        rule=None,
+    )
+
+
+def culprit_build(error_class: str, culprit: str | None, engine: str | None) -> Hypothesis | None:
+    """A build of the kernel library at fault that carries this GPU's architecture."""
+    package = package_of_kernel_library(culprit)
+    spec = all_engines().get(engine or "")
+    if error_class != "arch_unsupported" or package is None or (spec is not None and spec.native):
+        return None
+    return Hypothesis(
+        id="OWNER.3",
+        cause=f"The installed {package} has no code for this GPU's architecture.",
+        confidence=0.45,
+        changes=(Change(kind="package", name=package, value="a build with this GPU's arch"),),
+        why=f"the failing kernel belongs to {culprit}",
+        references=(
+            "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#binary-compatibility",
+        ),
         rule=None,
     )

@@ -29,7 +29,14 @@ def _tables() -> dict[str, Any]:
         "libs": data.get("shared_libraries", {}),
         "pass_through": frozenset(data.get("pass_through", [])),
         "api_errors": frozenset(data.get("api_errors", [])),
+        "kernel_packages": data.get("kernel_packages", {}),
     }
+
+
+def package_of_kernel_library(culprit: str | None) -> str | None:
+    """The package that ships a kernel library named as a culprit (flashinfer → -python)."""
+    packages: dict[str, str] = _tables()["kernel_packages"]
+    return packages.get(culprit or "")
 
 
 def passes_through(distribution: str) -> bool:
