@@ -13,7 +13,11 @@ holdout7 0.833 / 0.389 / 0.643 / 1.000; holdout8, ten logs whose threads confirm
 scored against the previous release 0.400 / 0.500 / 0.111 and fix@3 0.0); the general fixes their misses prompted raised that
 to 1.000 / 0.875 / 1.000 / 1.000, 1.000 / 0.861 / 0.893 / 1.000, 0.962 / 0.808 / 0.882 /
 1.000, 1.000 / 0.647 / 1.000 / 1.000, 1.000 / 0.824 / 0.818 / 1.000, 0.923 / 0.692 / 1.000 /
-0.000 and 1.000 / 0.556 / 0.857 / 1.000. The thresholds sit a small margin below (one or two more misses still pass), so a
+0.000 and 1.000 / 0.556 / 0.857 / 1.000. holdout9 (11 fix-confirmed logs, sealed, scored
+once) and holdout10 (23, gathered in a later session after that session's first change and
+scored against the previous release before anything was written for it: 0.609 / 0.522 /
+0.455, fix@3 0.227) reached 0.455 / 0.364 / 0.400, fix@3 0.455 and 0.783 / 0.565 / 0.636,
+fix@3 0.545 with general changes (whose code raised, Ollama, binary servers). The thresholds sit a small margin below (one or two more misses still pass), so a
 regression fails the suite.
 """
 
@@ -37,10 +41,12 @@ TARGETS = {
     "holdout6": (13, 0.84, 0.60, 0.87),
     "holdout7": (18, 0.88, 0.50, 0.78),
     "holdout8": (10, 0.80, 0.50, 0.55),
+    "holdout9": (11, 0.36, 0.27, 0.30),
+    "holdout10": (23, 0.73, 0.52, 0.59),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
-FIX_TARGETS = {"holdout8": 0.40}
+FIX_TARGETS = {"holdout8": 0.40, "holdout9": 0.36, "holdout10": 0.45}
 
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
