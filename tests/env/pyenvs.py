@@ -42,7 +42,8 @@ def repack(where: Path, distribution: str) -> Path:
     so an overlay can install the real package offline."""
     dist = metadata.distribution(distribution)
     name = dist.metadata["Name"].replace("-", "_")
-    info = f"{name}-{dist.version}.dist-info"
+    infos = {Path(str(e)).parts[0] for e in dist.files or [] if ".dist-info" in str(e)}
+    info = next(iter(infos)) if len(infos) == 1 else f"{name}-{dist.version}.dist-info"
     content: dict[str, bytes] = {}
     for entry in dist.files or []:
         path = Path(str(dist.locate_file(entry)))

@@ -20,12 +20,12 @@ from servedoctor.config import (
     default_startup_timeout,
     default_store,
 )
-from servedoctor.env.serverenv import server_interpreter
+from servedoctor.env.serverenv import resolve_python
 from servedoctor.errors import UserError
 from servedoctor.experiments.candidates import Candidate, build_candidates
 from servedoctor.experiments.command import CommandLike, parse
 from servedoctor.experiments.durations import expected_seconds
-from servedoctor.experiments.envhistory import moved_since_healthy, remember_healthy
+from servedoctor.experiments.envhistory import env_diff, remember_healthy
 from servedoctor.experiments.fingerprint import current_fingerprint
 from servedoctor.experiments.launching import (
     DisplayFactory,
@@ -207,6 +207,9 @@ def fix(
     no_report: bool = typer.Option(
         False, "--no-report", help="do not write the session's HTML report"
     ),
+    python_path: Path | None = typer.Option(
+        None, "--python", help="the server's Python (default: the one the command runs)"
+    ),
 ) -> None:
     """Find the smallest change (flags, env vars, package versions) that makes a failing
     server healthy.
@@ -278,6 +281,7 @@ def fix(
         fs.reopen(session_id)
     cmd = parse(argv)
     check_command(cmd.render())  # a command that does not exist is a usage error, not a trial
+    server = resolve_python(cmd.render(), python_path, dict(cmd.env))  # a bad --python: 1 line
     default_registry()  # a broken rule file is one line now, before any trial starts
     from servedoctor.launch.supervisor import check_port_free
 
@@ -320,14 +324,14 @@ def fix(
         if not trial.replayed:
             fs.add_trial(session_id, trial)
 
-    python = server_interpreter(cmd.render())
+    python = server.path
+    if (warning := server.warning()) and not (quiet or json_out):
+        err.print(f"warning: {warning}", highlight=False, markup=False, soft_wrap=True)
     overlays = Overlays(python) if packages else None
-    moved, moves = moved_since_healthy(fs, cmd, python) if packages else ([], [])
-    if moves and not (quiet or json_out):
-        err.print(
-            "since it last worked: " + ", ".join(m.describe() for m in moves[:8]),
-            highlight=False,
-        )
+    moved_env = env_diff(fs, cmd, python) if packages else None
+    moved = moved_env.changes() if moved_env else []
+    if moved_env and not (quiet or json_out):
+        err.print("since it last worked: " + ", ".join(moved_env.lines(limit=8)), highlight=False)
     runner = TrialRunner(cmd, launcher, stored=stored, on_trial=keep, overlays=overlays)
     planner = Planner(
         cmd,
@@ -338,6 +342,7 @@ def fix(
         on_event=printer,
         baseline=baseline,
         moved=moved,
+        moved_aliases=moved_env.aliases if moved_env else None,
     )
     if not (quiet or json_out):
         err.print(

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import json
 import os
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -20,9 +23,15 @@ from servedoctor.config import (
     default_request_timeout,
     default_runs_dir,
     default_startup_timeout,
+    default_store,
 )
+from servedoctor.env.serverenv import ServerPython, resolve_python
 from servedoctor.errors import UserError
 from servedoctor.taxonomy import PHASES
+
+if TYPE_CHECKING:
+    from servedoctor.experiments.envhistory import Remembered
+    from servedoctor.launch.types import RunResult
 
 EXIT_HEALTHY, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
@@ -117,6 +126,16 @@ def launch_cmd(
     on: str | None = typer.Option(
         None, "--on", help="run CMD on a remote host through ssh: ssh://[user@]host[:port]"
     ),
+    store: str | None = typer.Option(
+        ...,
+        "--store",
+        default_factory=default_store,
+        help="findings store (path or URL) where a healthy launch records the server's "
+        "packages and a failed one is compared with them (default: as fix)",
+    ),
+    python_path: Path | None = typer.Option(
+        None, "--python", help="the server's Python (default: the one the command runs)"
+    ),
 ) -> None:
     """Launch CMD, follow its phases, smoke-test it, and diagnose it if it fails.
 
@@ -140,6 +159,7 @@ def launch_cmd(
     if target is None or not argv:
         check_command(argv)  # a remote command can only be checked there
     default_registry()  # a broken rule file is one line now, before any server starts
+    server = _server_python(argv, python_path, quiet or json_out) if target is None else None
     if expect is not None:
         try:
             re.compile(expect)
@@ -173,10 +193,9 @@ def launch_cmd(
         if quiet:
             result = launch(argv, options)
         else:
-            from servedoctor.config import default_store
             from servedoctor.experiments.durations import expected_for_argv
 
-            expected = expected_for_argv(default_store(), argv)
+            expected = expected_for_argv(store, argv)
             with LiveDisplay(err, expected_s=expected) as display:
                 result = launch(argv, options, on_event=display)
     except (OSError, SystemExit) as exc:  # rich: SystemExit(1) on EPIPE
@@ -186,12 +205,20 @@ def launch_cmd(
         # exit status must still say so; the result is in run.json
         _silence_output()
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    memory = _remember(result, argv, server, store, options.env)
+    if memory is not None and memory.diagnosis is not result.diagnosis:
+        result = dataclasses.replace(result, diagnosis=memory.diagnosis)
     try:
         if json_out:
-            sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
+            data = result.to_dict()
+            if memory is not None and memory.diff is not None:
+                data["since_healthy"] = memory.to_dict()
+            sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
             sys.stdout.flush()
         else:
             out.print(render_result(result), highlight=False, soft_wrap=True)
+            for line in memory.lines() if memory is not None else []:
+                out.print(line, highlight=False, soft_wrap=True, markup=False)
     except (OSError, SystemExit) as exc:  # ``| head`` closed the pipe, or the terminal is gone
         if not _output_closed(exc):
             raise
@@ -201,6 +228,34 @@ def launch_cmd(
 
         report_after_run(result.run_dir, result.diagnosis)
     raise typer.Exit(code[result.outcome])
+
+
+def _server_python(argv: list[str], python: Path | None, quiet: bool) -> ServerPython:
+    """The server's interpreter (a bad --python is one line), warned about when it is
+    servedoctor's own."""
+    server = resolve_python(argv, python)
+    if (warning := server.warning()) and not quiet:
+        err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+    return server
+
+
+def _remember(
+    result: RunResult,
+    argv: list[str],
+    server: ServerPython | None,
+    store: str | None,
+    env: Mapping[str, str],
+) -> Remembered | None:
+    """A healthy launch records the server's packages; a failed one is compared with the
+    last healthy record (remote servers: neither)."""
+    from servedoctor.experiments.envhistory import remember_run
+
+    if server is None or result.outcome == "interrupted":
+        return None
+    healthy = result.outcome == "healthy" or bool(result.smoke and result.smoke.ok)
+    return remember_run(
+        store, argv, server.path, healthy=healthy, diagnosis=result.diagnosis, env=env
+    )
 
 
 def _output_closed(exc: OSError | SystemExit) -> bool:
