@@ -14,6 +14,7 @@ from pathlib import Path
 
 from servedoctor.diagnose import diagnose_path
 from servedoctor.engines.command import parse_command
+from servedoctor.env.engineversion import installed_engine_version
 from servedoctor.errors import UserError
 from servedoctor.launch.types import Failure
 from servedoctor.model import Diagnosis, Evidence
@@ -22,11 +23,21 @@ _TAIL_LINES = 5
 
 
 def diagnose_run(
-    log: Path, failure: Failure, *, engine: str, argv: Sequence[str] = ()
+    log: Path,
+    failure: Failure,
+    *,
+    engine: str,
+    argv: Sequence[str] = (),
+    engine_version: str | None = None,
 ) -> Diagnosis:
-    """Diagnose the run's log with the phase the timeline knew and the command's flags."""
+    """Diagnose the run's log with the phase the timeline knew, the command's flags and the
+    engine release installed where the server runs (changes are spelled for that release)."""
     diagnosis = diagnose_path(
-        log, engine=engine, phase_hint=failure.phase, command_flags=_flags(argv)
+        log,
+        engine=engine,
+        phase_hint=failure.phase,
+        command_flags=_flags(argv),
+        engine_version=engine_version or installed_engine_version(argv, engine),
     )
     return complete(diagnosis, failure, log=log, engine=engine)
 
