@@ -4,16 +4,21 @@ Run under the engine's own command line (``standin_resolved.py vllm serve /m --f
 behaves like that engine at the case's release: a flag its parser (the inventory) does not
 have is refused the way argparse refuses it; with the fix the thread confirmed applied (the
 same flag or variable, or the same knob in another spelling), it starts; otherwise it prints
-the real log of the failure and exits 1. The case folder comes from STANDIN_CASE.
+the real log of the failure and exits 1. A case whose confirmed fix is a package version
+checks the version installed in the environment it runs in (importlib.metadata: an overlay
+first on PYTHONPATH counts) and starts only at that version. The case folder comes from
+STANDIN_CASE.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import yaml
+from packaging.version import InvalidVersion, Version
 
 from servedoctor.diagnose.fixmatch import same_fix
 from servedoctor.engines.inventory import inventory
@@ -38,6 +43,14 @@ def settings(argv: list[str]) -> list[Change]:
     return out
 
 
+def installed_is(name: str, wanted: str) -> bool:
+    """Is ``name`` installed here at ``wanted`` (compared as versions: 2.1 == 2.1.0)?"""
+    try:
+        return Version(metadata.version(name)) == Version(wanted)
+    except (metadata.PackageNotFoundError, InvalidVersion):
+        return False
+
+
 def main() -> int:
     case = Path(os.environ["STANDIN_CASE"])
     labels = yaml.safe_load((case / "case.yaml").read_text(encoding="utf-8"))
@@ -51,7 +64,11 @@ def main() -> int:
                 print(f"usage: {engine} [options]", file=sys.stderr)
                 print(f"{engine}: error: unrecognized arguments: {change.name}", file=sys.stderr)
                 return 2
-    if any(same_fix(change, fix, engine) for change in settings(argv)):
+    if fix.get("kind") == "package":
+        works = installed_is(fix["name"], str(fix["value"]))
+    else:
+        works = any(same_fix(change, fix, engine) for change in settings(argv))
+    if works:
         print(READY.get(engine, "INFO:     Uvicorn running on http://127.0.0.1:8000"))
         return 0
     sys.stdout.write((case / "log.txt").read_text(encoding="utf-8", errors="replace"))
