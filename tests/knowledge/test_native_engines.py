@@ -62,3 +62,25 @@ def test_a_minimum_version_message_proposes_that_minimum() -> None:
         "minimum required version 0.6.4. Please reinstall.\n"
     )
     assert Change("package", "flashinfer_python", ">=0.6.4") in _changes(log)
+
+
+def test_ollamas_vendored_ggml_paths_name_ollama_not_llama_cpp() -> None:
+    log = (
+        "Error: 500 Internal Server Error: llama runner process has terminated: CUDA error: "
+        "invalid argument\n  current device: 0, in function ggml_backend_cuda_buffer_set_tensor "
+        "at //ml/backend/ggml/ggml/src/ggml-cuda/ggml-cuda.cu:667\n"
+        "//ml/backend/ggml/ggml/src/ggml-cuda/ggml-cuda.cu:84: CUDA error\n"
+    )
+    d = diagnose_text(log)
+    assert d.engine == "ollama"
+    assert d.phase == "load"  # set_tensor copies weights to the GPU
+
+
+def test_gpus_without_peer_access_turn_the_custom_all_reduce_off() -> None:
+    log = (
+        "[TensorRT-LLM][INFO] Loaded engine size: 15448 MiB\n[TensorRT-LLM][ERROR] CUDA runtime "
+        "error in error: peer access is not supported between these two devices\n"
+    )
+    d = diagnose_text(log)
+    assert (d.error_class, d.component) == ("nccl_error", "communication")
+    assert Change("flag", "--use_custom_all_reduce", "disable") in _changes(log)
