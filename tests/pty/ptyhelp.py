@@ -42,6 +42,35 @@ _ANSI = re.compile(
 )
 
 
+_TOKENS = re.compile(
+    r"\x1b\[([0-9;?]*)([A-Za-z])|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()=>][0-9A-Za-z]?"
+    r"|\r|\n|[^\x1b\r\n]+"
+)
+
+
+def screen_lines(raw: str) -> list[str]:
+    """What stays on a terminal after ``raw``: a small replay of text, CR, LF, cursor up
+    (``ESC[nA``) and erase line (``ESC[2K``), the moves rich's live panel makes."""
+    lines, row, col = [""], 0, 0
+    for m in _TOKENS.finditer(raw):
+        token = m.group(0)
+        if token == "\n":
+            row, col = row + 1, 0
+            if row == len(lines):
+                lines.append("")
+        elif token == "\r":
+            col = 0
+        elif m.group(2) == "A":
+            row = max(0, row - int(m.group(1) or 1))
+        elif m.group(2) == "K" and m.group(1) == "2":
+            lines[row] = ""
+        elif not token.startswith("\x1b"):
+            line = lines[row].ljust(col)
+            lines[row] = line[:col] + token + line[col + len(token) :]
+            col += len(token)
+    return [line.rstrip() for line in lines]
+
+
 class Term:
     """One CLI run in a 120x40 pseudo-terminal; ``text`` is everything it drew, plain."""
 
@@ -56,6 +85,9 @@ class Term:
     @property
     def text(self) -> str:
         return _ANSI.sub("", self.raw).replace("\r", "")
+
+    def screen(self) -> list[str]:
+        return screen_lines(self.raw)
 
     def _read(self, wait: float) -> bool:
         """Read what is there (up to ``wait`` s); False at end of output."""

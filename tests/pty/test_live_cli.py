@@ -106,6 +106,10 @@ def test_launch_ctrl_c_at_each_stage_leaves_no_process(
     if stage == "attached":  # healthy until stopped: that is how an attached run ends
         assert code == 0, text[-2000:]
         assert "HEALTHY" in text and "stopped by SIGINT" in text
+        # Ctrl-C dropped none of what was printed above the panel (the terminal's NOFLSH)
+        screen = term.screen()
+        assert any("attached, probes every 30 s" in line for line in screen), screen
+        assert any(line.startswith("✓ smoke:") for line in screen), screen
         assert run["outcome"] == "healthy" and run["stopped_by"] == "SIGINT"
     else:
         assert code == 130, text[-2000:]

@@ -10,7 +10,9 @@ each phase change, probe and failure prints as one line. The summary is built fr
 
 from __future__ import annotations
 
+import contextlib
 import re
+import termios
 import time
 from types import TracebackType
 from typing import Any
@@ -44,6 +46,8 @@ class LiveDisplay:
         self.title = title  # e.g. "trial 2 · candidate" under fix
         self.expected_s = expected_s  # how long such a run took before (findings store)
         self._live: Live | None = None
+        self._tty_fd = -1
+        self._tty_attrs: list[Any] | None = None  # the terminal's settings, while changed
         self._t0 = time.monotonic()
         self.phase = "startup"
         self.label = "process started"
@@ -60,6 +64,7 @@ class LiveDisplay:
 
     def __enter__(self) -> LiveDisplay:
         if self.live_mode:
+            self._keep_output_on_interrupt()
             self._live = Live(
                 self.render(),
                 console=self.console,
@@ -79,6 +84,21 @@ class LiveDisplay:
         if self._live is not None:
             self._live.__exit__(exc_type, exc, tb)
             self._live = None
+        if self._tty_attrs is not None:
+            with contextlib.suppress(OSError, ValueError, termios.error):
+                termios.tcsetattr(self._tty_fd, termios.TCSADRAIN, self._tty_attrs)
+            self._tty_attrs = None
+
+    def _keep_output_on_interrupt(self) -> None:
+        """Ctrl-C makes the terminal drop output not yet shown (the rest of a panel frame);
+        the panel would then erase lines printed above it. NOFLSH keeps that output."""
+        with contextlib.suppress(OSError, ValueError, AttributeError, termios.error):
+            fd = self.console.file.fileno()
+            attrs = termios.tcgetattr(fd)
+            changed = list(attrs)
+            changed[3] = attrs[3] | termios.NOFLSH
+            termios.tcsetattr(fd, termios.TCSADRAIN, changed)
+            self._tty_fd, self._tty_attrs = fd, attrs
 
     def __call__(self, event: LaunchEvent) -> None:
         data = event.data
