@@ -43,6 +43,10 @@ demo: install
 	$(BIN)/servedoctor preflight --gpu sm_120 --no-scan --model tests/plan/fixtures/glm5-nvfp4 -- \
 		python -m sglang.launch_server --model-path tests/plan/fixtures/glm5-nvfp4 --tp 8 \
 		--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.95 || test $$? -eq 1   # 1 = a blocking risk found
+	@echo "== the main job, live on this CPU: a real transformers serve under launch, then fix"
+	$(BIN)/pip install -q torch==2.13.0   # the CPU wheel; then the server (realserver extra)
+	$(BIN)/pip install -q -e ".[realserver]"
+	scripts/demo/live.sh $(BIN)
 
 lint: install-test
 	$(BIN)/ruff check --no-cache src tests bench
