@@ -311,12 +311,15 @@ def diagnose_observations(
     if first is not None:
         hypotheses.insert(0, first)
     frames = frames_near(obs, root_event)
-    hypotheses += owner_hypotheses(
+    raised_by = owner_hypotheses(
         frames,
         exc_type=_exc_type(root_event, root_text),
         engine=obs.engine,
         engine_version=obs.engine_version,
     )
+    if raised_by and component in (None, "unknown"):
+        component = "environment"  # another package's release does not fit the server
+    hypotheses += raised_by
     build = culprit_build(error_class, culprit, obs.engine)
     if build is not None and all(
         c.name != build.changes[0].name for h in hypotheses for c in h.changes
