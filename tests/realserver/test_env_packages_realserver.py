@@ -92,7 +92,10 @@ def _fix(tmp_path: Path, env: dict[str, str], argv: list[str], store: str) -> di
                  str(tmp_path / "runs"), "--max-tokens", "4", "--startup-timeout", "120",
                  "--max-trials", "6", "--", *argv], env, 400)  # fmt: skip
     assert proc.returncode in (0, 1), proc.stderr
-    return dict(json.loads(proc.stdout))
+    result = dict(json.loads(proc.stdout))
+    trials = [(t["role"], t["outcome"]) for t in result["trials"]]
+    print(f"fix: {result['outcome']} in {result['elapsed_s']} s; trials {trials}")  # pytest -s
+    return result
 
 
 def test_an_older_package_in_the_servers_venv_is_fixed_in_an_overlay(
