@@ -84,3 +84,22 @@ def test_gpus_without_peer_access_turn_the_custom_all_reduce_off() -> None:
     d = diagnose_text(log)
     assert (d.error_class, d.component) == ("nccl_error", "communication")
     assert Change("flag", "--use_custom_all_reduce", "disable") in _changes(log)
+
+
+def test_ggmls_own_flash_attention_kernel_is_not_the_flash_attn_package() -> None:
+    log = (
+        "ggml\\src\\ggml-cuda\\template-instances\\../fattn-mma-f16.cuh:1246: ERROR: CUDA kernel "
+        "flash_attn_ext_f16 has no device code compatible with CUDA arch 750.\n"
+    )
+    d = diagnose_text(log)
+    assert (d.component, d.culprit) == ("attention", "ggml")
+    assert all(c.name != "flash-attn" for c in _changes(log))
+
+
+def test_a_line_every_engine_prints_does_not_decide_the_engine() -> None:
+    log = (
+        "INFO:     Application startup complete.\n"
+        "ERROR 06-13 07:35:59 [core.py:517] cupy_backends.cuda.libs.nccl.NcclError: "
+        "NCCL_ERROR_SYSTEM_ERROR: unhandled system error\n"
+    )
+    assert diagnose_text(log).engine != "lmdeploy"

@@ -100,11 +100,17 @@ def observe(
         events=events, last_line=last_line or max((e.last_line for e in events), default=0)
     )
     votes: dict[str, int] = {}
+    # a line that is a phase marker of several engines ("Application startup complete")
+    # tells none of them apart
+    marking: dict[int, set[str]] = {}
+    for event in events:
+        if event.kind == "phase" and event.fields["engine"] != GENERIC_ENGINE:
+            marking.setdefault(event.line, set()).add(event.fields["engine"])
     for event in events:
         obs.texts.extend(_texts_of(event))
         if event.kind == "phase":
             obs.phases.append(event)
-            if event.fields["engine"] != GENERIC_ENGINE:
+            if len(marking.get(event.line, ())) == 1:
                 votes[event.fields["engine"]] = votes.get(event.fields["engine"], 0) + 1
         elif event.kind == "config":
             votes[event.fields["engine"]] = votes.get(event.fields["engine"], 0) + 3
