@@ -45,14 +45,14 @@ def test_interrupted_fix_resumes_from_the_store_without_relaunching(
     store = tmp_path / "f.db"
     first = world()
     first.at = 3  # baseline, one candidate, then Ctrl-C
-    monkeypatch.setattr(fix_module, "supervised_launcher", lambda options: first)
+    monkeypatch.setattr(fix_module, "supervised_launcher", lambda options, **_: first)
     r = CliRunner().invoke(app, ["fix", "--store", str(store), "--", *CMD])
     assert r.exit_code == 130, r.output
     (run,) = FindingsStore.open(store).runs()
     assert run.status == "interrupted" and len(run.trials) == 2
 
     second = world()
-    monkeypatch.setattr(fix_module, "supervised_launcher", lambda options: second)
+    monkeypatch.setattr(fix_module, "supervised_launcher", lambda options, **_: second)
     r = CliRunner().invoke(app, ["fix", "--resume", "--json", "--store", str(store)])
     assert r.exit_code == 0, r.output
     result = json.loads(r.stdout)
@@ -134,13 +134,13 @@ def test_resume_refuses_a_finished_session_and_another_command(
     store = tmp_path / "f.db"
     first = world()
     first.at = 3
-    monkeypatch.setattr(fix_module, "supervised_launcher", lambda options: first)
+    monkeypatch.setattr(fix_module, "supervised_launcher", lambda options, **_: first)
     assert CliRunner().invoke(app, ["fix", "--store", str(store), "--", *CMD]).exit_code == 130
     (run,) = FindingsStore.open(store).runs()
     other = [*CMD[:-1], "triton"]
     r = CliRunner().invoke(app, ["fix", "--resume", "--store", str(store), "--", *other])
     assert isinstance(r.exception, UserError) and "another command" in str(r.exception)
-    monkeypatch.setattr(fix_module, "supervised_launcher", lambda options: world())
+    monkeypatch.setattr(fix_module, "supervised_launcher", lambda options, **_: world())
     same = CliRunner().invoke(app, ["fix", "--resume", "--store", str(store), "--", *CMD])
     assert same.exit_code == 0, same.output  # the same command given again is fine
     again = CliRunner().invoke(
@@ -156,7 +156,7 @@ def test_the_command_that_works_is_in_the_json_the_store_and_the_markdown(
     from servedoctor.findings.export import render_markdown
 
     store = tmp_path / "f.db"
-    monkeypatch.setattr(fix_module, "supervised_launcher", lambda options: world())
+    monkeypatch.setattr(fix_module, "supervised_launcher", lambda options, **_: world())
     env_cmd = ["HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz", *CMD]
     r = CliRunner().invoke(app, ["fix", "--json", "--store", str(store), "--", *env_cmd])
     assert r.exit_code == 0, r.output

@@ -159,7 +159,6 @@ def launch_cmd(
     if target is None or not argv:
         check_command(argv)  # a remote command can only be checked there
     default_registry()  # a broken rule file is one line now, before any server starts
-    server = _server_python(argv, python_path, quiet or json_out) if target is None else None
     if expect is not None:
         try:
             re.compile(expect)
@@ -169,6 +168,8 @@ def launch_cmd(
     detach = detach or keep_running
     if detach and exit_after_smoke:
         raise UserError("--detach and --exit-after-smoke exclude each other: choose one")
+    # after the usage checks: a usage error stays the one line on stderr
+    server = _server_python(argv, python_path, quiet or json_out) if target is None else None
     options = LaunchOptions(
         prompt=prompt,
         max_tokens=max_tokens,
