@@ -49,17 +49,20 @@ def scan(path: Path, wanted: Iterable[int]) -> tuple[dict[int, str], int]:
         f = path.open("rb")
     except OSError:
         return {}, 0
+    buf = bytearray(_CHUNK)  # reused: a chunk with no wanted line is counted, never copied
     with f:
-        while chunk := f.read(_CHUNK):
-            last = chunk[-1:]
-            newlines = chunk.count(b"\n")
+        while n := f.readinto(buf):
+            last = buf[n - 1 : n]
+            newlines = buf.count(b"\n", 0, n)
             i = bisect_left(want, line)
             if i == len(want) or want[i] > line + newlines:
                 line += newlines
-                partial = chunk[chunk.rfind(b"\n") + 1 :] if newlines else partial + chunk
-                partial = partial[-_KEEP:]
+                if newlines:
+                    partial = bytes(buf[max(buf.rfind(b"\n", 0, n) + 1, n - _KEEP) : n])
+                else:
+                    partial = (partial + bytes(buf[:n]))[-_KEEP:]
                 continue
-            pieces = (partial + chunk).split(b"\n")
+            pieces = (partial + bytes(buf[:n])).split(b"\n")
             partial = pieces.pop()[-_KEEP:]
             for piece in pieces:
                 if line in wanted_set:
@@ -88,7 +91,7 @@ def tail_lines(path: Path, count: int, *, total: int) -> list[str]:
         block = b""
         pos = size
         while pos > 0 and block.count(b"\n") <= count:
-            step = min(_CHUNK // 16, pos)
+            step = min(max(_CHUNK // 16, 1), pos)
             pos -= step
             f.seek(pos)
             block = f.read(step) + block
