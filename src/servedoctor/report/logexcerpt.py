@@ -52,7 +52,7 @@ def scan(path: Path, wanted: Iterable[int]) -> tuple[dict[int, str], int]:
     buf = bytearray(_CHUNK)  # reused: a chunk with no wanted line is counted, never copied
     with f:
         while n := f.readinto(buf):
-            last = buf[n - 1 : n]
+            last = bytes(buf[n - 1 : n])
             newlines = buf.count(b"\n", 0, n)
             i = bisect_left(want, line)
             if i == len(want) or want[i] > line + newlines:
