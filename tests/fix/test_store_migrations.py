@@ -97,4 +97,4 @@ def test_opening_a_store_at_head_changes_nothing(tmp_path: Path) -> None:
 def test_the_migrations_ship_inside_the_package() -> None:
     assert migrate.MIGRATIONS.is_relative_to(Path(migrate.__file__).parent)
     assert (migrate.MIGRATIONS / "env.py").is_file()
-    assert migrate.head_revision() == "0003"
+    assert migrate.head_revision() == "0004"

@@ -7,6 +7,7 @@ import shlex
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -42,6 +43,9 @@ from servedoctor.knowledge.registry import default_registry
 from servedoctor.launch.process import check_command
 from servedoctor.model import Change
 from servedoctor.redact import MASK, redact_argv, redact_env, redact_url
+
+if TYPE_CHECKING:
+    from servedoctor.experiments.parallel import RayTrials
 
 _OUTCOME_STYLE = {
     "healthy": "bold green",
@@ -140,6 +144,21 @@ def _print_plan(cands: list[Candidate], json_out: bool) -> None:
         )
 
 
+def _parallel_trials(
+    options: TrialLaunchOptions,
+    cmd: CommandLike,
+    width: int,
+    address: str | None,
+    forced: bool,
+) -> RayTrials | None:
+    """The Ray pool of ``fix --parallel`` (None for one trial at a time and no ``--ray``)."""
+    if width == 1 and not forced:
+        return None
+    from servedoctor.experiments.parallel import RayTrials, gpus_per_trial
+
+    return RayTrials(options, width=width, address=address, gpus=gpus_per_trial(cmd.render()))
+
+
 #: Sessions that ended: nothing is left to resume in them.
 FINISHED = ("fixed", "not_fixed")
 
@@ -209,6 +228,19 @@ def fix(
     ),
     python_path: Path | None = typer.Option(
         None, "--python", help="the server's Python (default: the one the command runs)"
+    ),
+    parallel: int = typer.Option(
+        1,
+        "--parallel",
+        min=1,
+        help="run up to N independent trials at once, each on its own GPUs and port, "
+        "through Ray (same verdicts, less wall time)",
+    ),
+    ray_address: str | None = typer.Option(
+        None,
+        "--ray",
+        metavar="ADDRESS",
+        help="the Ray cluster --parallel uses (default: a local one on loopback for the session)",
     ),
 ) -> None:
     """Find the smallest change (flags, env vars, package versions) that makes a failing
@@ -285,10 +317,16 @@ def fix(
     default_registry()  # a broken rule file is one line now, before any trial starts
     from servedoctor.launch.supervisor import check_port_free
 
-    check_port_free(cmd.render())  # a taken port: one line, before the session starts
+    pool = _parallel_trials(options, cmd, parallel, ray_address, ray_address is not None)
+    if pool is None:  # through Ray every trial gets a free port of its own
+        check_port_free(cmd.render())  # a taken port: one line, before the session starts
+    elif "CUDA_VISIBLE_DEVICES" in cmd.env:
+        raise UserError("--parallel gives each trial its own GPUs: drop CUDA_VISIBLE_DEVICES")
+    else:
+        pool.__enter__()  # a cluster that cannot start: one line, before the session starts
     fingerprint = current_fingerprint(cmd.engine)
     printer = _Printer(quiet or json_out)
-    launcher = supervised_launcher(
+    launcher = pool or supervised_launcher(
         options, display=None if printer.quiet else _trial_display(fs, cmd, printer)
     )
     if not resume:
@@ -332,7 +370,7 @@ def fix(
     moved = moved_env.changes() if moved_env else []
     if moved_env and not (quiet or json_out):
         err.print("since it last worked: " + ", ".join(moved_env.lines(limit=8)), highlight=False)
-    runner = TrialRunner(cmd, launcher, stored=stored, on_trial=keep, overlays=overlays)
+    runner = TrialRunner(cmd, launcher, stored=stored, on_trial=keep, overlays=overlays, batch=pool)
     planner = Planner(
         cmd,
         runner,
@@ -351,10 +389,15 @@ def fix(
             highlight=False,
         )
     started = time.monotonic()
+    if pool is not None and not (quiet or json_out):
+        err.print(f"trials run {parallel} at a time on {pool.where}", highlight=False)
     try:
         result = planner.run()
     except KeyboardInterrupt:
         result = FixResult("not_fixed", (), tuple(runner.trials), "interrupted", interrupted=True)
+    finally:
+        if pool is not None:
+            pool.close()
     status = "interrupted" if result.interrupted else result.outcome
     if result.outcome == "fixed":
         remember_healthy(fs, cmd, python, result.changes)
@@ -372,6 +415,9 @@ def fix(
         works = WorkingCommand(redact_argv(works.argv), redact_env(works.env), works.packages)
     if json_out:
         data = {"session": session_id, **result.to_dict(), "elapsed_s": round(elapsed, 2)}
+        if pool is not None:
+            data["parallel"] = {"width": parallel, "launched": runner.launched,
+                                "unused": runner.unused}  # fmt: skip
         if works is not None:
             data["command"] = works.to_dict()
         out.print_json(json.dumps(data))
@@ -391,6 +437,8 @@ def fix(
                 _say(out, "  " + line)
     else:
         _say(out, ("not fixed", "bold red"), f": {result.reason}")
+    if pool is not None and runner.unused and not json_out:
+        _say(err, (f"{runner.unused} trials launched ahead were not needed", "dim"))
     if not no_report:
         from servedoctor.cli.report_cmd import report_after_session
 

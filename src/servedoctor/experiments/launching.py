@@ -8,6 +8,9 @@ max tokens, timeouts, ``--expect``) pass through unchanged to every trial. Given
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -84,6 +87,19 @@ def supervised_launcher(
             gpu_peak_mib=result.gpu_peak_mib,
             exit_code=result.exit_code,
             run_dir=str(result.run_dir),
+            placement=placement(argv, env),
         )
 
     return run
+
+
+def placement(argv: Sequence[str], env: Mapping[str, str]) -> dict[str, Any]:
+    """Where a trial runs: this host, the port its command names, the GPUs it may see."""
+    from servedoctor.engines import engine_for_command
+    from servedoctor.launch.endpoint import endpoint_for
+
+    gpus = env.get("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"))
+    where: dict[str, Any] = {"host": socket.gethostname(), "gpus": gpus}
+    with contextlib.suppress(Exception):  # a courtesy record: never fail a trial over it
+        where["port"] = endpoint_for(engine_for_command(list(argv)), argv).port
+    return where

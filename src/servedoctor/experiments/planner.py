@@ -12,6 +12,13 @@
      candidates.
 3. When no single change works: combine the partial changes (those that moved the failure)
    in one trial and, if that works, minimise with ddmin to a 1-minimal set.
+
+With a runner that launches several trials at once (``fix --parallel N``), the next N
+candidates of the current queue are launched side by side before the first is asked for
+(:meth:`Planner._look_ahead`). The search itself is unchanged: it still takes one result at
+a time, in queue order, so its verdicts are the sequential ones whatever order the launches
+finish in; only the wall time shrinks. A launch the search never asks for (it ended first)
+is counted as unused, never as a trial.
 """
 
 from __future__ import annotations
@@ -209,7 +216,7 @@ class Planner:
             )
             return t.healthy
 
-        return tuple(ddmin(list(changes), works))
+        return tuple(ddmin(list(changes), works, ahead=self._launch_ahead))
 
     # -- the search ---------------------------------------------------------------------
     def run(self) -> FixResult:
@@ -251,6 +258,7 @@ class Planner:
             if not state.queue:
                 self.stack.pop()
                 continue
+            self._look_ahead(state)
             cand = state.queue.pop(0)
             changes = merge_change(state.applied, cand.change)
             if self.runner.known(changes) is not None:
@@ -298,6 +306,35 @@ class Planner:
             if trial.healthy and self._confirmed(combo, trial):
                 return self._fixed(combo, "healthy with the combined partial changes")
         return FixResult("not_fixed", (), tuple(self.runner.trials), "no candidate made it healthy")
+
+    def _look_ahead(self, state: _State) -> None:
+        """Launch the next candidates of ``state`` side by side (see :meth:`_launch_ahead`)."""
+        self._launch_ahead([merge_change(state.applied, c.change) for c in state.queue])
+
+    def _launch_ahead(self, upcoming: Sequence[Sequence[Change]]) -> None:
+        """Launch the first change sets of ``upcoming`` not yet run, side by side, as many
+        as the runner runs at once and the trial budget leaves room for. Nothing is
+        launched while the next result is already waiting."""
+        width = self.runner.width
+        if width < 2 or (self.deadline is not None and time.monotonic() > self.deadline):
+            return
+        room = self.max_trials - self._counted() - self.runner.unused
+        batch: list[tuple[Change, ...]] = []
+        keys: set[tuple[tuple[str, str, str], ...]] = set()
+        for changes in upcoming:
+            if len(batch) >= min(width, room):
+                break
+            key = changes_key(changes)
+            if key in keys or self.runner.known(changes):
+                continue
+            if self.runner.waiting(changes):
+                if not batch:
+                    return  # the next result is here already: nothing would run alone
+                continue
+            keys.add(key)
+            batch.append(tuple(changes))
+        if len(batch) >= 2:
+            self.runner.prefetch(batch)
 
     def _extend(self, state: _State, probe: Trial) -> None:
         """A probe's sharper diagnosis adds its candidates to the current state's queue."""

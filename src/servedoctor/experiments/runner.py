@@ -3,6 +3,11 @@
 Results are cached per change set (a set is never launched twice in a session, except the
 confirmation re-run) and can be seeded with stored trials, which is how ``fix --resume``
 replays an interrupted session without relaunching what already ran.
+
+With a :class:`BatchLauncher` (``fix --parallel``), :meth:`TrialRunner.prefetch` launches
+several change sets side by side ahead of the planner asking for them; their reports wait,
+keyed by change set, until :meth:`TrialRunner.run` is called for each. What a trial *means*
+(its outcome against a reference) is decided only then, in the planner's order.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from servedoctor.experiments.command import CommandLike
 from servedoctor.experiments.overlay import OverlayError, Overlays
 from servedoctor.experiments.trial import (
     REJECTED_BY_PARSER,
+    BatchLauncher,
     Launcher,
     LaunchReport,
     Signature,
@@ -66,14 +72,17 @@ class TrialRunner:
         stored: Iterable[Trial] = (),
         on_trial: Callable[[Trial], None] | None = None,
         overlays: Overlays | None = None,
+        batch: BatchLauncher | None = None,
     ) -> None:
         self.command = command
         self.launcher = launcher
         self.overlays = overlays  # package changes run in overlays; without: not runnable
         self.on_trial = on_trial
+        self.batch = batch
         self.trials: list[Trial] = []
         self.launched = 0
         self._done: dict[Key, Trial] = {}
+        self._ready: dict[Key, LaunchReport] = {}  # launched ahead, not yet asked for
         self._stored: dict[Key, deque[Trial]] = defaultdict(deque)
         for trial in stored:
             if trial.outcome != "interrupted":
@@ -86,6 +95,70 @@ class TrialRunner:
     def known(self, changes: Sequence[Change]) -> Trial | None:
         """The trial of this change set already run in this session, if any."""
         return self._done.get(self._key("candidate", changes))
+
+    @property
+    def width(self) -> int:
+        """How many trials can run at once."""
+        return self.batch.width if self.batch is not None else 1
+
+    def waiting(self, changes: Sequence[Change]) -> bool:
+        """Was this change set launched ahead and its report not yet taken?"""
+        return self._key("candidate", changes) in self._ready
+
+    @property
+    def unused(self) -> int:
+        """Trials launched ahead that the planner never asked for (the search ended first)."""
+        return len(self._ready)
+
+    def prefetch(self, batch: Sequence[Sequence[Change]]) -> None:
+        """Launch these change sets side by side; each report waits for :meth:`run`."""
+        if self.batch is None:
+            return
+        jobs: list[tuple[Key, list[str], dict[str, str]]] = []
+        for changes in batch:
+            key = self._key("candidate", changes)
+            if key in self._done or key in self._ready or self._stored.get(key):
+                continue
+            argv, env, unbuilt = self._prepare(changes)
+            if unbuilt is None:  # an overlay that cannot be built: run() says why
+                jobs.append((key, argv, env))
+        if not jobs:
+            return
+        reports = self.batch.run_all([(argv, env) for _, argv, env in jobs])
+        self.launched += len(jobs)
+        for (key, _, _), report in zip(jobs, reports, strict=True):
+            if report.outcome != "interrupted":  # asked for later, it is launched again
+                self._ready[key] = report
+
+    def _prepare(
+        self, changes: Sequence[Change]
+    ) -> tuple[list[str], dict[str, str], LaunchReport | None]:
+        """The argv and environment of a change set, and the report of an overlay that
+        could not be built (no index, no such version: a reason, not a failure)."""
+        cmd = self.command
+        for change in changes:
+            if change.kind != "package":
+                cmd = cmd.apply(change)
+        argv, env = cmd.render(), dict(cmd.env)
+        packages = [c for c in changes if c.kind == "package"]
+        try:
+            if packages and self.overlays is not None:
+                env = self.overlays.environment(packages, env, os.environ)
+        except OverlayError as exc:
+            unbuilt = Diagnosis("", None, None, None, None, str(exc), rules=(NO_OVERLAY,))
+            return argv, env, LaunchReport("failed", unbuilt, 0.0)
+        return argv, env, None
+
+    def _launch(
+        self, key: Key, changes: Sequence[Change]
+    ) -> tuple[list[str], dict[str, str], LaunchReport]:
+        argv, env, unbuilt = self._prepare(changes)
+        if unbuilt is not None:
+            return argv, env, unbuilt
+        if not key[0] and key in self._ready:
+            return argv, env, self._ready.pop(key)
+        self.launched += 1
+        return argv, env, self.launcher(argv, env)
 
     def record(self, trial: Trial) -> Trial:
         """Take a trial that ran elsewhere (a failure log given with ``--log``) as done."""
@@ -120,21 +193,7 @@ class TrialRunner:
                 replayed=True,
             )
         else:
-            cmd = self.command
-            for change in changes:
-                if change.kind != "package":
-                    cmd = cmd.apply(change)
-            argv, env = cmd.render(), dict(cmd.env)
-            packages = [c for c in changes if c.kind == "package"]
-            try:
-                if packages and self.overlays is not None:
-                    env = self.overlays.environment(packages, env, os.environ)
-            except OverlayError as exc:  # no index, no such version: a reason, not a failure
-                unbuilt = Diagnosis("", None, None, None, None, str(exc), rules=(NO_OVERLAY,))
-                report = LaunchReport("failed", unbuilt, 0.0)
-            else:
-                report = self.launcher(argv, env)
-                self.launched += 1
+            argv, env, report = self._launch(key, changes)
             diag = report.diagnosis
             got: Signature = (
                 (diag.error_class, diag.phase, headline(diag)) if diag else (None, None, "")
@@ -162,6 +221,7 @@ class TrialRunner:
                 exit_code=report.exit_code,
                 run_dir=report.run_dir,
                 against=reference[0] if reference else None,
+                placement=report.placement,
             )
         self.trials.append(trial)
         if trial.outcome != "interrupted" and not key[0]:

@@ -11,6 +11,7 @@ from servedoctor.model import Change, Diagnosis
 
 __all__ = [
     "REJECTED_BY_PARSER",
+    "BatchLauncher",
     "LaunchReport",
     "Launcher",
     "Signature",
@@ -64,12 +65,25 @@ class LaunchReport:
     gpu_peak_mib: float | None = None
     exit_code: int | None = None
     run_dir: str | None = None
+    placement: Mapping[str, Any] | None = None  # where it ran (host, port, GPUs, Ray node)
 
 
 class Launcher(Protocol):
     """Starts the server command with extra environment, supervises it, reports."""
 
     def __call__(self, argv: Sequence[str], env: Mapping[str, str]) -> LaunchReport: ...
+
+
+class BatchLauncher(Protocol):
+    """Runs up to ``width`` launches side by side (``fix --parallel``); the reports come
+    back in the order of the jobs given, whatever order they finish in."""
+
+    @property
+    def width(self) -> int: ...
+
+    def run_all(
+        self, jobs: Sequence[tuple[Sequence[str], Mapping[str, str]]]
+    ) -> list[LaunchReport]: ...
 
 
 @dataclass(frozen=True)
@@ -89,6 +103,8 @@ class Trial:
     run_dir: str | None = None
     against: str | None = None  # error_class of the failure this trial tried to get past
     replayed: bool = field(default=False, compare=False)
+    #: where it ran: host, port, GPU slice, Ray node (``fix --parallel``); not its identity
+    placement: Mapping[str, Any] | None = field(default=None, compare=False)
 
     @property
     def healthy(self) -> bool:
@@ -121,6 +137,7 @@ class Trial:
             "exit_code": self.exit_code,
             "run_dir": self.run_dir,
             "against": self.against,
+            "placement": dict(self.placement) if self.placement else None,
         }
 
 

@@ -94,6 +94,7 @@ def trial_from_row_data(
     exit_code: int | None,
     run_dir: str | None,
     against: str | None,
+    placement: Mapping[str, Any] | None = None,
 ) -> Trial:
     return Trial(
         index=index,
@@ -110,6 +111,7 @@ def trial_from_row_data(
         exit_code=exit_code,
         run_dir=run_dir,
         against=against,
+        placement=dict(placement) if placement else None,
     )
 
 

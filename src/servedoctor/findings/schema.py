@@ -132,6 +132,8 @@ class TrialRow(Base):
     gpu_peak_mib: Mapped[float | None] = mapped_column(Float, nullable=True)
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     run_dir: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: where it ran: host, port, GPU slice, Ray node (None for trials before revision 0004)
+    placement: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     run: Mapped[RunRow] = relationship(back_populates="trials")

@@ -368,6 +368,7 @@ class FindingsStore:
                 gpu_peak_mib=trial.gpu_peak_mib,
                 exit_code=trial.exit_code,
                 run_dir=trial.run_dir,
+                placement=dict(trial.placement) if trial.placement else None,
             )
             row.changes = list(
                 {id(r): r for r in (self._change(session, c) for c in trial.changes)}.values()
@@ -474,6 +475,7 @@ class FindingsStore:
                 exit_code=t.exit_code,
                 run_dir=t.run_dir,
                 against=t.against,
+                placement=t.placement,
             )
             for t in run.trials
         ]

@@ -97,9 +97,15 @@ def _set(
 
 def _given(argv: Sequence[str], knob_id: str, engine: str, version: str | None) -> str | None:
     change = spell(knob_id, "1", engine=engine, version=version)
-    if change is None:
+    if change is None or change.kind != "flag":
         return None
     return flag_value(argv, sorted(_flag_spellings(engine, change.name, version)))
+
+
+def knob_value(argv: Sequence[str], knob_id: str, *, version: str | None = None) -> str | None:
+    """The value the command gives a knob (``tensor_parallel`` → ``--tp-size 2``), in any
+    of its engine's spellings; None when it gives none or the engine has no such flag."""
+    return _given(argv, knob_id, engine_for_command(list(argv)).name, version)
 
 
 def plan_nodes(
