@@ -136,6 +136,13 @@ def launch_cmd(
     python_path: Path | None = typer.Option(
         None, "--python", help="the server's Python (default: the one the command runs)"
     ),
+    nodes: str | None = typer.Option(
+        None,
+        "--nodes",
+        metavar="HOST,HOST",
+        help="a multi-node launch over ssh (SGLang: --nnodes/--node-rank/--dist-init-addr "
+        "per node; vLLM: a Ray cluster, then vllm serve on the first host)",
+    ),
 ) -> None:
     """Launch CMD, follow its phases, smoke-test it, and diagnose it if it fails.
 
@@ -155,6 +162,9 @@ def launch_cmd(
     from servedoctor.remote import parse_target
 
     argv = list(command or [])
+    if nodes is not None:
+        _launch_nodes(argv, nodes, on, runs_dir, {**config_env(), **parse_env(env)}, grace,
+                      startup_timeout, json_out)  # fmt: skip
     target = None if on is None else parse_target(on)
     if target is None or not argv:
         check_command(argv)  # a remote command can only be checked there
@@ -229,6 +239,31 @@ def launch_cmd(
 
         report_after_run(result.run_dir, result.diagnosis)
     raise typer.Exit(code[result.outcome])
+
+
+def _launch_nodes(
+    argv: list[str],
+    nodes: str,
+    on: str | None,
+    runs_dir: Path,
+    env: dict[str, str],
+    grace: float,
+    timeout: float | None,
+    json_out: bool,
+) -> None:
+    """``launch --nodes``: plan, run, say which node and rank failed first; exits."""
+    from servedoctor.remote.nodes import launch_nodes
+
+    if on is not None:
+        raise UserError("--nodes and --on exclude each other: --nodes names every host")
+    report = launch_nodes(argv, nodes, runs_dir=runs_dir, env=env, grace_s=grace,
+                          timeout_s=timeout)  # fmt: skip
+    if json_out:
+        sys.stdout.write(json.dumps(report.to_dict(), ensure_ascii=False) + "\n")
+    else:
+        for line in report.lines():
+            out.print(line, highlight=False, soft_wrap=True, markup=False)
+    raise typer.Exit(report.exit_code)
 
 
 def _server_python(argv: list[str], python: Path | None, quiet: bool) -> ServerPython:
