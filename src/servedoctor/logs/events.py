@@ -506,6 +506,10 @@ class _Events:
         return self.items
 
 
+#: distinct process names kept from line prefixes
+MAX_SOURCES = 32
+
+
 def extract(lines: Iterable[Line], engines: Iterable[EngineSpec] | None = None) -> list[Event]:
     """The events of ``lines`` in line order (kernel-assert folds carry their first line).
 
@@ -517,8 +521,11 @@ def extract(lines: Iterable[Line], engines: Iterable[EngineSpec] | None = None) 
     extractor = EventExtractor(engines)
     collected = _Events()
     tail: deque[Line] = deque(maxlen=TAIL_LINES)
+    sources: dict[str, int] = {}  # process names from line prefixes → first line
     for line in lines:
         tail.append(line)
+        if line.source and line.source not in sources and len(sources) < MAX_SOURCES:
+            sources[line.source] = line.number
         for event in extractor.feed(line):
             collected.add(event)
     for event in extractor.finish():
@@ -534,6 +541,12 @@ def extract(lines: Iterable[Line], engines: Iterable[EngineSpec] | None = None) 
         Event(kind="tail", line=t.number, text=t.text, rank=t.rank)
         for t in tail
         if t.number not in covered and t.text.strip()
+    )
+    # the processes that wrote the log (which engine, which of its processes) are evidence
+    # the cleaned lines no longer show
+    events.extend(
+        Event(kind="process", line=n, text=f"process {name}", fields={"source": name})
+        for name, n in sources.items()
     )
     events.sort(key=lambda e: e.line)
     return events

@@ -22,6 +22,7 @@ EventKind = Literal[
     "notable",
     "jit",
     "tail",
+    "process",  # a process name a line prefix gave (vLLM's "(EngineCore_DP0 pid=…)")
 ]
 
 
