@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 SRC = HERE.parent / "src"
 STANDIN = HERE / "standin_resolved.py"
 MAX_TRIALS = 6
@@ -73,7 +74,8 @@ def cases(corpora: Sequence[Path], kinds: Sequence[str] = ("flag", "env")) -> li
 class StandinLauncher:
     """Starts the stand-in for one case and diagnoses what it printed (as ``launch`` does)."""
 
-    def __init__(self, case: Path, engine: str) -> None:
+    def __init__(self, case: Path, engine: str, version: str | None = None) -> None:
+        self.version = version
         self.case, self.engine = case, engine
         self.runs = Path(tempfile.mkdtemp(prefix="replay-"))
         self.launches = 0
@@ -93,7 +95,8 @@ class StandinLauncher:
         log.write_text(proc.stdout + proc.stderr, encoding="utf-8")
         if proc.returncode == 0:
             return LaunchReport("healthy", None, 3.0, exit_code=0, run_dir=str(self.runs))
-        diagnosis = diagnose_path(log, engine=self.engine)
+        # as launch does: the engine release installed where the server runs
+        diagnosis = diagnose_path(log, engine=self.engine, engine_version=self.version)
         return LaunchReport("failed", diagnosis, 2.0, exit_code=proc.returncode)
 
 
@@ -114,6 +117,8 @@ def work(case_dirs: list[Path], memory: bool = False) -> list[dict[str, Any]]:
     """Run in a process whose servedoctor is the tree under test."""
     import inspect
 
+    from standin_resolved import switched_off
+
     from servedoctor.experiments.command import parse
     from servedoctor.experiments.planner import Planner
     from servedoctor.experiments.runner import TrialRunner
@@ -124,8 +129,11 @@ def work(case_dirs: list[Path], memory: bool = False) -> list[dict[str, Any]]:
     for case in case_dirs:
         labels = yaml.safe_load((case / "case.yaml").read_text(encoding="utf-8"))
         fix = labels["fix"]
-        launch = StandinLauncher(case, labels["engine"])
-        command = parse([sys.executable, str(STANDIN), *BASE[labels["engine"]]])
+        launch = StandinLauncher(case, labels["engine"], labels.get("engine_version"))
+        argv = [sys.executable, str(STANDIN), *BASE[labels["engine"]]]
+        if switched_off(fix, labels["engine"], labels.get("engine_version")):
+            argv.append(fix["name"])  # the case starts with the switch its fix takes away
+        command = parse(argv)
         extra: dict[str, Any] = {}
         runner_extra: dict[str, Any] = {}
         if fix["kind"] == "package" and packages_ok:

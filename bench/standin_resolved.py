@@ -4,7 +4,8 @@ Run under the engine's own command line (``standin_resolved.py vllm serve /m --f
 behaves like that engine at the case's release: a flag its parser (the inventory) does not
 have is refused the way argparse refuses it; with the fix the thread confirmed applied (the
 same flag or variable, or the same knob in another spelling), it starts; otherwise it prints
-the real log of the failure and exits 1. A case whose confirmed fix is a package version
+the real log of the failure and exits 1. A fix that takes a switch away (``--enable-X``
+off) starts the case with the switch and works once it is gone. A case whose confirmed fix is a package version
 checks the version installed in the environment it runs in (importlib.metadata: an overlay
 first on PYTHONPATH counts) and starts only at that version. The case folder comes from
 STANDIN_CASE.
@@ -43,6 +44,28 @@ def settings(argv: list[str]) -> list[Change]:
     return out
 
 
+#: the confirmed fix takes a switch away (or turns it off): the server starts with the switch
+OFF = frozenset({"off", "removed", "<remove>", "false", "disabled"})
+
+
+def switched_off(fix: dict[str, object], engine: str, version: str | None) -> bool:
+    """Is the confirmed fix "without this switch" (a boolean flag of the engine's parser)?"""
+    if fix.get("kind") != "flag" or str(fix.get("value")).lower() not in OFF:
+        return False
+    inv = inventory(engine)
+    if inv is None:
+        return False
+    known = inv.resolve(version)
+    flag = inv.flag(str(fix["name"]), known)
+    return flag is not None and flag.type_at(known) == "bool"
+
+
+def without_switch(argv: list[str], name: str) -> bool:
+    """The switch is gone from the command line, or its ``--no-`` form is given."""
+    flags = {c.name for c in settings(argv) if c.kind == "flag"}
+    return name not in flags or "--no-" + name.lstrip("-") in flags
+
+
 def installed_is(name: str, wanted: str) -> bool:
     """Is ``name`` installed here at ``wanted`` (compared as versions: 2.1 == 2.1.0)?"""
     try:
@@ -66,6 +89,8 @@ def main() -> int:
                 return 2
     if fix.get("kind") == "package":
         works = installed_is(fix["name"], str(fix["value"]))
+    elif switched_off(fix, engine, labels.get("engine_version")):
+        works = without_switch(argv, fix["name"])
     else:
         works = any(same_fix(change, fix, engine) for change in settings(argv))
     if works:
