@@ -30,11 +30,14 @@ def write_run_report(
 
 
 def default_session_page(trial_dirs: Sequence[str | None], session_id: int) -> Path:
-    """Beside the session's trial runs (in their runs folder), else the current folder."""
+    """Beside the session's trial runs (in their runs folder), else in the configured runs
+    folder (never the current folder, which may be a checkout)."""
+    from servedoctor.config import default_runs_dir
+
     for d in trial_dirs:
         if d and Path(d).parent.is_dir():
             return Path(d).parent / f"fix-session-{session_id}.html"
-    return Path(f"fix-session-{session_id}.html")
+    return default_runs_dir() / f"fix-session-{session_id}.html"
 
 
 def write_session_report(
