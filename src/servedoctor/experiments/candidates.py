@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -154,8 +154,13 @@ def build_candidates(
     packages: bool = False,
     moved: Sequence[Change] = (),
     moved_aliases: Mapping[str, Sequence[str]] | None = None,
+    resolve: Callable[[Change], Change | None] | None = None,
 ) -> list[Candidate]:
-    """All candidate changes for ``diagnosis`` of ``command``, best first (never empty-changed)."""
+    """All candidate changes for ``diagnosis`` of ``command``, best first (never empty-changed).
+
+    ``resolve`` turns a package change whose version is stated as evidence ("the release
+    before 0.6.4") into a concrete requirement before it becomes a candidate.
+    """
     policy = policy or default_policy()
     rules = rules if rules is not None else default_registry()
     history = history or {}
@@ -174,6 +179,11 @@ def build_candidates(
     suggested_probes: dict[tuple[str, str, str | None], float] = {}
 
     def add(change: Change, confidence: float, source: Source, why: str, rule: str | None) -> None:
+        if packages and resolve is not None and requirement_of(change) is None:
+            concrete = resolve(change)
+            if concrete is not None:
+                why = f"{why} ({change.value}: {concrete.value})"
+                change = concrete
         if _PLACEHOLDER.search(change.name) or _PLACEHOLDER.search(change.value or ""):
             return  # a rule template the diagnosis could not fill: nothing concrete to try
         if change.kind == "flag" and not knows_flag(command, change.name):
