@@ -66,7 +66,12 @@ def _session(
     wall = time.monotonic() - started
     if proc.returncode not in (0, 1):
         raise SystemExit(f"fix failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    return wall, json.loads(proc.stdout)
+    try:
+        return wall, json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise SystemExit(
+            f"fix printed no JSON ({proc.returncode}): {proc.stdout[-500:]!r} {proc.stderr[-2000:]}"
+        ) from None
 
 
 def _verdict(result: dict[str, Any]) -> object:

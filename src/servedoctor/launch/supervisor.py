@@ -97,6 +97,7 @@ def check_port_free(argv: Sequence[str]) -> None:
 
 class _Supervisor(Watcher):
     remote: RemoteLaunch | None = None  # set for a launch on a remote host
+    samples: SampleRecorder | None = None  # CPU/RSS samples of a local server's tree
 
     stopped_by: str | None = None
 
@@ -145,7 +146,9 @@ class _Supervisor(Watcher):
                 f"before launch{port_holder(self.endpoint.port)}; readiness needs the "
                 "engine's ready line"
             )
-        self.gpu = GpuTelemetry() if self.remote is None else remote_telemetry()
+        self.gpu = (
+            GpuTelemetry() if self.remote is None else remote_telemetry(self.remote, self.warnings)
+        )
         self._write(outcome="running")
         self._reserve()
         raw = open_raw(self.run_dir)
@@ -165,7 +168,8 @@ class _Supervisor(Watcher):
         finally:
             os.close(raw)  # the server holds it now
         self.tail.start()
-        self.samples = SampleRecorder.begin(self.run_dir, self.proc.pid, t0=self.t0)
+        if self.remote is None:  # a remote server's pid means nothing to this host's psutil
+            self.samples = SampleRecorder.begin(self.run_dir, self.proc.pid, t0=self.t0)
         # load the knowledge rules while the server starts, not after it dies
         self.warmup = threading.Thread(target=default_registry, name="rules-warmup", daemon=True)
         self.warmup.start()
@@ -222,7 +226,8 @@ class _Supervisor(Watcher):
                     "server.log is incomplete (the log could not be written); the rest, "
                     f"unmasked, is in the private {self.run_dir / RAW_NAME}"
                 )
-        self.samples.stop()
+        if self.samples is not None:
+            self.samples.stop()
         run_pids = [self.proc.pid]
         gpu = None if keep else self.gpu.confirm_released(run_pids)
         self.gpu.close()

@@ -220,6 +220,8 @@ class Watcher(RunState):
                 }
                 self.emit("gpu", f"{used:.0f} MiB", data)
             return
+        if not pids:  # a remote server: its processes are not this host's to sample
+            return
         tree = usage.sample(pids)
         self.emit(
             "usage", f"CPU {tree.cpu_percent:.0f} % · RSS {tree.rss_mib:.0f} MiB", tree.to_dict()

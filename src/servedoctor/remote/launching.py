@@ -2,7 +2,8 @@
 
 The server listens where its command says, on the remote host; probes go to a loopback port
 here that ``ssh -L`` forwards there. A forward's local end always accepts connections, so
-readiness is decided by the health answer coming through it, never by the port alone.
+readiness is decided by the health answer coming through it, never by the port alone. GPU
+telemetry comes from the remote host's ``nvidia-smi`` (:mod:`servedoctor.remote.gpu`).
 """
 
 from __future__ import annotations
@@ -35,13 +36,9 @@ def forwarded(target: SshTarget, endpoint: Endpoint) -> tuple[RemoteLaunch, Endp
     return RemoteLaunch(target, forward), local
 
 
-class _RemoteGpuTelemetry(GpuTelemetry):
-    """This host's NVML knows nothing of the remote host's GPUs: telemetry is absent."""
+def remote_telemetry(remote: RemoteLaunch, warnings: list[str]) -> GpuTelemetry:
+    """GPU telemetry of the remote host (its ``nvidia-smi``, see :mod:`servedoctor.remote.gpu`);
+    where it has none, one line in ``warnings`` and nothing sampled."""
+    from servedoctor.remote.gpu import RemoteGpuTelemetry
 
-    @property
-    def available(self) -> bool:
-        return False
-
-
-def remote_telemetry() -> GpuTelemetry:
-    return _RemoteGpuTelemetry()
+    return RemoteGpuTelemetry(remote.target, warnings)
