@@ -6,11 +6,13 @@ Shown in ``findings --json``, the Markdown export and by ``fix`` itself, as one 
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from servedoctor.env.serverenv import resolve_python
 from servedoctor.experiments.command import parse
 from servedoctor.experiments.overlay import requirement_of
 from servedoctor.model import Change
@@ -23,13 +25,16 @@ class WorkingCommand:
     argv: list[str]
     env: dict[str, str]
     packages: list[str]  # requirements to install in the server's environment
+    python: str | None = None  # the server's interpreter: its pip installs them
 
     def to_dict(self) -> dict[str, Any]:
-        return {"argv": self.argv, "env": self.env, "packages": self.packages}
+        return {"argv": self.argv, "env": self.env, "packages": self.packages,
+                "python": self.python}  # fmt: skip
 
     def lines(self) -> list[str]:
-        pip = [shlex.join(["pip", "install", r]) for r in self.packages]
-        return [*pip, shell_line(self.argv, self.env)]
+        pip = [self.python, "-m", "pip"] if self.python else ["pip"]
+        installs = [shlex.join([*pip, "install", r]) for r in self.packages]
+        return [*installs, shell_line(self.argv, self.env)]
 
 
 def shell_line(argv: Sequence[str], env: Mapping[str, str]) -> str:
@@ -50,4 +55,8 @@ def working_command(
         if change.kind != "package":
             cmd = cmd.apply(change)
     packages = [req for c in changes if (req := requirement_of(c))]
-    return WorkingCommand(cmd.render(), dict(cmd.env), packages)
+    python = None
+    if packages:  # the server's own pip, not whichever one is first on the PATH
+        found = resolve_python(argv, env={**os.environ, **cmd.env})
+        python = found.path if found.how != "not found" else None
+    return WorkingCommand(cmd.render(), dict(cmd.env), packages, python)
