@@ -17,7 +17,9 @@ to 1.000 / 0.875 / 1.000 / 1.000, 1.000 / 0.861 / 0.893 / 1.000, 0.962 / 0.808 /
 once) and holdout10 (23, gathered in a later session after that session's first change and
 scored against the previous release before anything was written for it: 0.609 / 0.522 /
 0.455, fix@3 0.227) reached 0.455 / 0.364 / 0.400, fix@3 0.455 and 0.783 / 0.565 / 0.636,
-fix@3 0.545 with general changes (whose code raised, Ollama, binary servers). The thresholds sit a small margin below (one or two more misses still pass), so a
+fix@3 0.545 with general changes (whose code raised, Ollama, binary servers); holdout11 (11,
+gathered after those, scored before anything was written for it: 0.727 / 0.455 / 0.636, fix@3
+0.273) reached 0.818 / 0.545 / 0.727. The thresholds sit a small margin below (one or two more misses still pass), so a
 regression fails the suite.
 """
 
@@ -43,10 +45,11 @@ TARGETS = {
     "holdout8": (10, 0.80, 0.50, 0.55),
     "holdout9": (11, 0.36, 0.27, 0.30),
     "holdout10": (23, 0.73, 0.52, 0.59),
+    "holdout11": (11, 0.72, 0.45, 0.63),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
-FIX_TARGETS = {"holdout8": 0.40, "holdout9": 0.36, "holdout10": 0.45}
+FIX_TARGETS = {"holdout8": 0.40, "holdout9": 0.36, "holdout10": 0.45, "holdout11": 0.18}
 
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
