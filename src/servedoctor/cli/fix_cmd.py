@@ -439,6 +439,8 @@ def fix(
         _say(out, ("not fixed", "bold red"), f": {result.reason}")
     if pool is not None and runner.unused and not json_out:
         _say(err, (f"{runner.unused} trials launched ahead were not needed", "dim"))
+    for note in pool.notes if pool is not None else []:
+        _say(err, ("warning: ", "yellow"), note)
     if not no_report:
         from servedoctor.cli.report_cmd import report_after_session
 

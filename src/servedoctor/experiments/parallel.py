@@ -114,6 +114,7 @@ class RayTrials:
         self._ray: Any = None
         self._task: Any = None
         self._node: str = ""
+        self.notes: list[str] = []  # what the session's output should say about Ray
 
     @property
     def width(self) -> int:
@@ -138,6 +139,9 @@ class RayTrials:
         }
         try:
             if self.address is None:
+                # a server loading a model is meant to use memory: Ray's memory monitor must
+                # not kill the trial's supervisor (its reaper would stop the server mid-trial)
+                os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
                 ray.init(
                     address="local",
                     _node_ip_address="127.0.0.1",
@@ -201,16 +205,21 @@ class RayTrials:
         refs = [
             self._task.remote(list(argv), dict(env), self.options, self._node) for argv, env in jobs
         ]
+        reports: list[LaunchReport] = []
         try:
-            results = ray.get(refs)
+            for ref in refs:  # in the jobs' order, whatever order they finish in
+                try:
+                    result = ray.get(ref)
+                except ray.exceptions.RayError as exc:  # the task's worker died (OOM, node)
+                    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                    self.notes.append(f"a trial's Ray worker ended: {first[:200]}")
+                    result = LaunchReport("interrupted", None, 0.0)
+                if isinstance(result, str):
+                    raise UserError(result)
+                reports.append(result)
         except KeyboardInterrupt:
             for ref in refs:  # KeyboardInterrupt inside each task: its server torn down
                 ray.cancel(ref, force=False)
             ray.wait(refs, num_returns=len(refs), timeout=CANCEL_GRACE_S)
             raise
-        reports: list[LaunchReport] = []
-        for result in results:
-            if isinstance(result, str):
-                raise UserError(result)
-            reports.append(result)
         return reports
