@@ -33,6 +33,7 @@ from servedoctor.engines.adapter import other_spellings
 from servedoctor.experiments.candidates import Candidate, ChangeHistory, build_candidates
 from servedoctor.experiments.command import CommandLike
 from servedoctor.experiments.ddmin import ddmin
+from servedoctor.experiments.releases import Resolver
 from servedoctor.experiments.runner import TrialRunner
 from servedoctor.experiments.trial import Signature, Trial, changes_key, merge_change
 from servedoctor.model import Change, Diagnosis
@@ -128,6 +129,7 @@ class Planner:
         self.baseline = baseline
         self.baseline_diagnosis = baseline.diagnosis if baseline else None
         self.baseline_duration_s = baseline_duration_s
+        self._releases: Resolver | None = None
         self.moved = tuple(moved)  # packages back to the versions of the last healthy run
         self.moved_aliases = dict(moved_aliases or {})  # their import names (PyYAML: yaml)
         self.stack: list[_State] = []
@@ -154,8 +156,20 @@ class Planner:
             packages=self.runner.overlays is not None,
             moved=self.moved if self.runner.overlays is not None else (),
             moved_aliases=self.moved_aliases,
+            engine_version=_engine_version(diagnosis),
+            resolve=self._resolver().concrete if self.runner.overlays is not None else None,
         )
         return [c for c in cands if c.runnable and (c.change.kind, c.change.name) not in touched]
+
+    def _resolver(self) -> Resolver:
+        """Versions stated as evidence → requirements, with the overlays' pip (one per run)."""
+        overlays = self.runner.overlays
+        assert overlays is not None
+        if self._releases is None:
+            self._releases = Resolver(
+                overlays.python, tuple(overlays.pip_args), engine=self.command.engine
+            )
+        return self._releases
 
     def left(self) -> int:
         seen: set[tuple[Any, ...]] = set()
@@ -346,3 +360,9 @@ class Planner:
         ]
         if extra:
             state.queue = sorted([*extra, *state.queue], key=lambda c: -c.score)
+
+
+def _engine_version(diagnosis: Diagnosis) -> str | None:
+    """The engine release the diagnosis spelled its changes for (the log's or the server's)."""
+    version = diagnosis.extras.get("engine_version") if diagnosis.extras else None
+    return version if isinstance(version, str) else None
