@@ -73,3 +73,10 @@ def test_a_resolved_package_becomes_a_runnable_candidate(tmp_path: Path) -> None
     assert [(c.change, c.runnable) for c in found if c.change.kind == "package"] == [
         (Change("package", "sdfake", "==1.0"), True)
     ]
+
+
+def test_the_release_after_is_the_oldest_newer_one(tmp_path: Path) -> None:
+    resolver = _resolver(tmp_path, "1.0", "1.5", "2.0")
+    after = resolver.concrete(Change("package", "sdfake", "the release after 1.0"))
+    assert after == Change("package", "sdfake", "==1.5")
+    assert resolver.concrete(Change("package", "sdfake", "the release after 2.0")) is None

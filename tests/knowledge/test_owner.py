@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from servedoctor.diagnose import diagnose_text
 from servedoctor.diagnose.fixmatch import same_fix
+from servedoctor.diagnose.owner import engine_release
+from servedoctor.logs.model import Frame
 from servedoctor.model import Change, Hypothesis
 
 VLLM = "INFO 05-01 10:00:00 api_server.py:1 vLLM API server version 0.11.0\n"
@@ -83,3 +85,15 @@ def test_a_kernel_library_without_this_arch_proposes_a_build_of_that_library() -
     d = diagnose_text(log)
     assert d.culprit == "flashinfer"
     assert ("flashinfer-python", "a build with this GPU's arch") in _packages(d.hypotheses)
+
+
+def test_with_the_version_known_the_release_after_it_is_offered_too() -> None:
+    frames = (Frame(file=f"{SITE}/vllm/model_executor/layers/sampler.py", line=1, func="_sample"),)
+    found = engine_release(frames, error_class="numerical", engine="vllm", engine_version="0.11.0")
+    assert [(h.changes[0].name, h.changes[0].value) for h in found] == [
+        ("vllm", "the release before 0.11.0"),
+        ("vllm", "the release after 0.11.0"),
+    ]
+    assert (
+        engine_release(frames, error_class="port_conflict", engine="vllm", engine_version="1") == []
+    )

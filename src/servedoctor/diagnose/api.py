@@ -326,10 +326,10 @@ def diagnose_observations(
     ):
         hypotheses.append(build)
     fallbacks = from_hits(fallback_hits, obs, root=None)
-    release = engine_release(
+    releases = engine_release(
         frames, error_class=error_class, engine=obs.engine, engine_version=obs.engine_version
     )
-    hypotheses = fill_up(hypotheses, [*fallbacks, *([release] if release else [])])
+    hypotheses = fill_up(hypotheses, [*fallbacks, *releases])
     fallback_ids = {h.rule.id for h in fallback_hits}
 
     evidence = _evidence(obs, root_text, root_event, loc.sync_frame, [*supporting, *context_hits])

@@ -108,15 +108,20 @@ ENOUGH = 3
 def fill_up(hypotheses: list[Hypothesis], fallbacks: list[Hypothesis]) -> list[Hypothesis]:
     """Add the class's generic changes (lower confidence) until there are ``ENOUGH``."""
     out = list(hypotheses)
-    have = {(c.kind, c.name) for h in out for c in h.changes}
+    have = {_target(c) for h in out for c in h.changes}
     for extra in sorted(fallbacks, key=lambda h: -h.confidence):
         if len(out) >= ENOUGH:
             break
-        targets = {(c.kind, c.name) for c in extra.changes}
+        targets = {_target(c) for c in extra.changes}
         if not targets & have:
             out.append(extra)
             have.update(targets)
     return out
+
+
+def _target(change: Change) -> tuple[str, str, str | None]:
+    """What a change sets: a flag or variable once; each version of a package its own."""
+    return (change.kind, change.name, change.value if change.kind == "package" else None)
 
 
 def why_none(obs: Observations, error_class: str) -> str:

@@ -113,35 +113,46 @@ def engine_release(
     error_class: str,
     engine: str | None,
     engine_version: str | None,
-) -> Hypothesis | None:
-    """The engine's own release, when the failure happened inside the engine's code."""
+) -> list[Hypothesis]:
+    """The engine's own release, when the failure happened inside the engine's code: the
+    release before the installed one (a regression) and, with the version known, the one
+    after it (a bug fixed since)."""
     dist = engine_distribution(engine)
     if dist is None or error_class not in RELEASE_CLASSES:
-        return None
+        return []
     found = raiser(frames)
     if found is not None and found.distribution != dist:
-        return None
+        return []
     installed = f" {engine_version}" if engine_version else ""
-    return Hypothesis(
-        id="OWNER.2",
-        cause=(
+    moves = [
+        (
+            f"the release before {engine_version}" if engine_version else "another release",
             f"A regression of {dist}{installed}: the failure happens inside the engine's own "
-            "code; the release before it, or a newer one that fixed it, may not have it."
-        ),
-        confidence=ENGINE_RELEASE_CONFIDENCE,
-        changes=(
-            Change(
-                kind="package",
-                name=dist,
-                value=(
-                    f"the release before {engine_version}" if engine_version else "another release"
-                ),
+            "code, and the release before it may not have it.",
+        )
+    ]
+    if engine_version:
+        moves.append(
+            (
+                f"the release after {engine_version}",
+                f"A bug of {dist}{installed} fixed since: the failure happens inside the "
+                "engine's own code, and the next release may have fixed it.",
+            )
+        )
+    return [
+        Hypothesis(
+            id=f"OWNER.{2 + n}",
+            cause=cause,
+            confidence=round(ENGINE_RELEASE_CONFIDENCE - 0.01 * n, 3),
+            changes=(Change(kind="package", name=dist, value=value),),
+            why=f"no rule explains the failure and its frames are {dist}'s own",
+            references=(
+                "https://packaging.python.org/en/latest/specifications/version-specifiers/",
             ),
-        ),
-        why=f"no rule explains the failure and its frames are {dist}'s own",
-        references=("https://packaging.python.org/en/latest/specifications/version-specifiers/",),
-        rule=None,
-    )
+            rule=None,
+        )
+        for n, (value, cause) in enumerate(moves)
+    ]
 
 
 def culprit_build(error_class: str, culprit: str | None, engine: str | None) -> Hypothesis | None:
@@ -151,7 +162,7 @@ def culprit_build(error_class: str, culprit: str | None, engine: str | None) -> 
     if error_class != "arch_unsupported" or package is None or (spec is not None and spec.native):
         return None
     return Hypothesis(
-        id="OWNER.3",
+        id="OWNER.4",
         cause=f"The installed {package} has no code for this GPU's architecture.",
         confidence=0.45,
         changes=(Change(kind="package", name=package, value="a build with this GPU's arch"),),

@@ -28,6 +28,7 @@ from servedoctor.model import Change
 __all__ = ["Resolver", "resolvable"]
 
 _BEFORE = re.compile(r"^the release before (?P<version>\S+)$")
+_AFTER = re.compile(r"^the release after (?P<version>\S+)$")
 _ANOTHER = re.compile(r"^another release$")
 _REQUIRED = re.compile(r"^the version (?:the server|[\w.-]+(?: \S+)?) requires$")
 _AVAILABLE = re.compile(r"^Available versions:\s*(?P<versions>.+)$", re.MULTILINE)
@@ -36,7 +37,9 @@ _AVAILABLE = re.compile(r"^Available versions:\s*(?P<versions>.+)$", re.MULTILIN
 def resolvable(change: Change) -> bool:
     """Does the change state its version as evidence ``Resolver`` can turn into one?"""
     value = (change.value or "").strip()
-    return change.kind == "package" and any(p.match(value) for p in (_BEFORE, _ANOTHER, _REQUIRED))
+    return change.kind == "package" and any(
+        p.match(value) for p in (_BEFORE, _AFTER, _ANOTHER, _REQUIRED)
+    )
 
 
 def _version(text: str | None) -> Version | None:
@@ -95,6 +98,10 @@ class Resolver:
         older = [v for v in self.available(name) if v < version and not v.is_prerelease]
         return f"=={older[-1]}" if older else None
 
+    def release_after(self, name: str, version: Version) -> str | None:
+        newer = [v for v in self.available(name) if v > version and not v.is_prerelease]
+        return f"=={newer[0]}" if newer else None
+
     def requirement(self, change: Change) -> str | None:
         """The specifier to install for ``change`` (``==0.6.3``, ``>=2.4,<2.6``), or None."""
         value = (change.value or "").strip()
@@ -102,6 +109,9 @@ class Resolver:
         if m := _BEFORE.match(value):
             before = _version(m.group("version"))
             return self.release_before(change.name, before) if before else None
+        if m := _AFTER.match(value):
+            after = _version(m.group("version"))
+            return self.release_after(change.name, after) if after else None
         if _ANOTHER.match(value):
             installed = _version(self.installed.get(key))
             return self.release_before(change.name, installed) if installed else None
