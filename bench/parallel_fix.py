@@ -103,6 +103,10 @@ def main() -> int:
                     )
                     walls[width].append(wall)
             same = _verdict(results[1]) == _verdict(results[2])
+            if not same:  # keep both sessions' JSON to see where they part
+                for width, result in results.items():
+                    out = Path(tempfile.gettempdir()) / f"parallel_fix-{name[:3]}-{width}.json"
+                    out.write_text(json.dumps(result, indent=1))
             print(f"| {name} | {len(results[1]['trials'])} | "
                   f"{statistics.median(walls[1]):.1f} s | {statistics.median(walls[2]):.1f} s | "
                   f"{results[2]['parallel']['unused']} | {'yes' if same else 'NO'} |")  # fmt: skip

@@ -157,3 +157,27 @@ def test_ddmin_told_ahead_returns_the_same_set(n: int, needed: set[int]) -> None
     # what it was told ahead is what it then tested, never an already tested subset
     flat = [frozenset(s) for batch in told for s in batch]
     assert len(flat) == len(set(flat))
+
+
+class CrowdedBatch(ReversedBatch):
+    """Side by side, the first job of each batch is OOM-killed (SIGKILL), as a server that
+    sizes its cache to the free memory is next to another one; alone it runs as usual."""
+
+    def run_all(
+        self, jobs: Sequence[tuple[Sequence[str], Mapping[str, str]]]
+    ) -> list[LaunchReport]:
+        reports = super().run_all(jobs)
+        killed = LaunchReport("failed", diag("other", "serving"), 40.0, exit_code=-9)
+        return [killed, *reports[1:]]
+
+
+def test_a_trial_killed_side_by_side_is_run_again_alone() -> None:
+    faults = scenarios()["two faults chained"]
+    sequential, _, _ = _session(faults, 1)
+    world = FakeWorld(faults)
+    cmd = parse(CMD)
+    runner = TrialRunner(cmd, world, batch=CrowdedBatch(world, 2))
+    parallel = Planner(cmd, runner).run()
+    assert _verdict(parallel) == _verdict(sequential)
+    assert runner.relaunched >= 1
+    assert all(t.exit_code != -9 for t in parallel.trials)

@@ -417,7 +417,8 @@ def fix(
         data = {"session": session_id, **result.to_dict(), "elapsed_s": round(elapsed, 2)}
         if pool is not None:
             data["parallel"] = {"width": parallel, "launched": runner.launched,
-                                "unused": runner.unused}  # fmt: skip
+                                "unused": runner.unused,
+                                "relaunched": runner.relaunched}  # fmt: skip
         if works is not None:
             data["command"] = works.to_dict()
         out.print_json(json.dumps(data))

@@ -7,7 +7,9 @@ replays an interrupted session without relaunching what already ran.
 With a :class:`BatchLauncher` (``fix --parallel``), :meth:`TrialRunner.prefetch` launches
 several change sets side by side ahead of the planner asking for them; their reports wait,
 keyed by change set, until :meth:`TrialRunner.run` is called for each. What a trial *means*
-(its outcome against a reference) is decided only then, in the planner's order.
+(its outcome against a reference) is decided only then, in the planner's order. A report of
+a server killed by SIGKILL while side by side (the kernel's OOM killer: the trials share
+host memory) is not read: that change set is launched again, alone.
 """
 
 from __future__ import annotations
@@ -63,6 +65,18 @@ def classify(
     return "same_failure" if same_failure(got, reference) else "different_failure"
 
 
+#: How a server killed from outside ends (SIGKILL: the kernel's OOM killer, above all).
+_KILLED = -9
+
+
+def _crowded_out(report: LaunchReport) -> bool:
+    """Did a trial launched side by side die of something its neighbours may have caused?
+    Servers that share a host share its memory: one that sizes its cache to the free memory
+    gets OOM-killed next to another, though alone it is healthy. Such a result is not read;
+    the change set is launched again, alone."""
+    return report.outcome == "failed" and report.exit_code == _KILLED
+
+
 class TrialRunner:
     def __init__(
         self,
@@ -83,6 +97,7 @@ class TrialRunner:
         self.launched = 0
         self._done: dict[Key, Trial] = {}
         self._ready: dict[Key, LaunchReport] = {}  # launched ahead, not yet asked for
+        self.relaunched = 0  # side-by-side launches killed from outside, run again alone
         self._stored: dict[Key, deque[Trial]] = defaultdict(deque)
         for trial in stored:
             if trial.outcome != "interrupted":
@@ -156,7 +171,10 @@ class TrialRunner:
         if unbuilt is not None:
             return argv, env, unbuilt
         if not key[0] and key in self._ready:
-            return argv, env, self._ready.pop(key)
+            report = self._ready.pop(key)
+            if not _crowded_out(report):
+                return argv, env, report
+            self.relaunched += 1  # killed from outside while side by side: try it alone
         self.launched += 1
         return argv, env, self.launcher(argv, env)
 
