@@ -11,14 +11,16 @@ from servedoctor.engines import all_engines
 from servedoctor.logs.model import Event, Frame
 
 #: Phase when nothing in the log says otherwise, by error class. Kernel faults happen
-#: where kernels run, serving; backend support is checked while the model is built.
+#: where kernels run, serving; backend support is checked while the model is built; memory
+#: runs out, and a model's classes or weights fail to fit, first while it is loaded.
 CLASS_PHASE: dict[str, str] = {
+    "cuda_oom": "load",
     "build_failure": "install",
     "abi_mismatch": "startup",
     "missing_dependency": "startup",
     "driver_mismatch": "startup",
     "port_conflict": "startup",
-    "model_unsupported": "startup",
+    "model_unsupported": "load",
     "kv_cache_capacity": "memory_setup",
     "nccl_error": "startup",
     "arch_unsupported": "load",
