@@ -27,3 +27,21 @@ def test_plain_words_mark_the_phase_of_an_unknown_server(line: str, phase: str) 
 def test_a_word_inside_a_message_is_not_a_phase() -> None:
     d = diagnose_text(f"myserver: the cache of loaded tokenizers is empty\n{ERROR}")
     assert d.phase == "serving"  # the class default for a kernel fault, no marker
+
+
+def test_a_start_up_markers_words_inside_the_error_line_do_not_date_it() -> None:
+    log = (
+        "[2025-10-01 10:00:00] The server is fired up and ready to roll!\n"
+        "[2025-10-01 10:05:00] ValueError: token_to_kv_pool_allocator memory leak detected! "
+        "self.max_total_num_tokens=270331, available_size=644\n"
+    )
+    assert diagnose_text(log).phase == "serving"
+
+
+def test_a_request_span_on_the_error_line_names_its_step() -> None:
+    log = (
+        "2025-05-26T10:46:34.691973Z ERROR batch{batch_size=1}:prefill:prefill{id=620 size=1}: "
+        "text_generation_router_v3::client: Server error: CUDA error: an illegal memory access "
+        "was encountered\n"
+    )
+    assert diagnose_text(log).phase == "prefill"

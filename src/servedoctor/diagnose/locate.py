@@ -278,6 +278,14 @@ def _phase(
         return phase, "text"
     if root is not None:
         marker = obs.last_phase_before(root.line)
+        if (
+            marker is not None
+            and marker.line == root.line
+            and marker.fields["phase"] in t.lifecycle
+        ):
+            # a request's step can prefix its error line (TGI's "prefill{id=1}" span); a
+            # start-up announcement's words inside an error message say nothing of when
+            marker = obs.last_phase_before(root.line, strictly=True)
         if marker is not None:
             return marker.fields["phase"], "marker"
     if phase_hint:

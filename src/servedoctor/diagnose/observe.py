@@ -58,8 +58,9 @@ class Observations:
     def flag(self, name: str) -> str | None:
         return self.flags.get(normalise_flag(name))
 
-    def last_phase_before(self, line: int) -> Event | None:
-        before = [p for p in self.phases if p.line <= line]
+    def last_phase_before(self, line: int, *, strictly: bool = False) -> Event | None:
+        """The last phase marker at or before ``line`` (``strictly``: before it)."""
+        before = [p for p in self.phases if p.line < line or (p.line == line and not strictly)]
         return before[-1] if before else None
 
 
