@@ -97,3 +97,38 @@ def test_with_the_version_known_the_release_after_it_is_offered_too() -> None:
     assert (
         engine_release(frames, error_class="port_conflict", engine="vllm", engine_version="1") == []
     )
+
+
+def test_a_call_that_no_longer_fits_a_packages_api_names_that_package() -> None:
+    log = VLLM + (
+        "Traceback (most recent call last):\n"
+        f'  File "{SITE}/vllm/v1/structured_output/backend_guidance.py", line 161, in validate\n'
+        "    err = llguidance.LLMatcher.validate_grammar(grm, tokenizer=None)\n"
+        "TypeError: LLMatcher.validate_grammar() got some positional-only arguments passed as "
+        "keyword arguments: 'tokenizer'\n"
+    )
+    d = diagnose_text(log)
+    assert ("llguidance", "the version vllm 0.11.0 requires") in _packages(d.hypotheses)
+    assert d.component == "environment"
+
+
+def test_a_method_of_some_object_is_not_a_package() -> None:
+    log = VLLM + (
+        "Traceback (most recent call last):\n"
+        f'  File "{SITE}/vllm/worker/model_runner.py", line 10, in run\n'
+        "    out = model.forward(x, cache=c)\n"
+        "TypeError: forward() got an unexpected keyword argument 'cache'\n"
+    )
+    assert all(name != "model" for name, _ in _packages(diagnose_text(log).hypotheses))
+
+
+def test_a_flag_that_turns_warm_up_off_does_not_date_the_failure() -> None:
+    log = (
+        "No compatible code objects found for: gfx1152, value of HIP_FORCE_SPIRV_CODEOBJECT: 0\n"
+        "zsh: segmentation fault  llama-server -m x.gguf --no-warmup\n"
+    )
+    d = diagnose_text(log)
+    assert d.phase != "warmup"
+    assert Change("env", "HSA_OVERRIDE_GFX_VERSION", "11.5.0") in [
+        c for h in d.hypotheses for c in h.changes
+    ]

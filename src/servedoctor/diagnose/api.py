@@ -314,6 +314,7 @@ def diagnose_observations(
     raised_by = owner_hypotheses(
         frames,
         exc_type=_exc_type(root_event, root_text),
+        message=root_text.text if root_text else "",
         engine=obs.engine,
         engine_version=obs.engine_version,
     )

@@ -12,12 +12,15 @@ before. Both are hypotheses with the evidence they came from, never a guessed ve
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from servedoctor.engines import all_engines
 from servedoctor.knowledge.facts import (
+    distribution_of_module,
     distribution_of_path,
     is_api_error,
+    is_known_module,
     package_of_kernel_library,
     passes_through,
 )
@@ -71,17 +74,47 @@ def engine_distribution(engine: str | None) -> str | None:
     return spec.distribution if spec is not None else None
 
 
+#: "Class.method() got an unexpected keyword argument", "f() takes 2 positional arguments"
+_CALLEE = re.compile(r"(?P<qual>[A-Za-z_][\w.]*)\(\) (?:got|takes|missing|received)\b")
+_NOT_MODULES = frozenset({"self", "cls", "super"})
+
+
+def callee_package(frames: tuple[Frame, ...], message: str) -> Raiser | None:
+    """The package of the function a ``TypeError`` about arguments names, when the frame that
+    called it spells ``module.Class.method(``: the caller was written for another API."""
+    m = _CALLEE.search(message)
+    if m is None or not frames:
+        return None
+    qual = m.group("qual")
+    inner = frames[-1]
+    call = re.search(r"(?<![\w.])([A-Za-z_]\w*)\." + re.escape(qual) + r"\s*\(", inner.code)
+    if call is None or call.group(1) in _NOT_MODULES:
+        return None
+    module = call.group(1)
+    if "." not in qual and not is_known_module(module):
+        return None  # ``obj.method(`` may be any object; ``module.Class.method(`` is a module
+    dist = distribution_of_module(module)
+    return Raiser(dist, inner) if dist and not passes_through(dist) else None
+
+
 def owner_hypotheses(
     frames: tuple[Frame, ...],
     *,
     exc_type: str | None,
+    message: str = "",
     engine: str | None,
     engine_version: str | None,
 ) -> list[Hypothesis]:
-    """The raising package's release (an API error in a third-party package)."""
-    found = raiser(frames)
+    """The raising package's release (an API error in a third-party package), or the package
+    whose API the engine's own call no longer fits."""
+    if not is_api_error(exc_type):
+        return []
     engine_dist = engine_distribution(engine)
-    if found is None or not is_api_error(exc_type) or found.distribution == engine_dist:
+    found = raiser(frames)
+    called = None
+    if found is None or found.distribution == engine_dist:
+        found = called = callee_package(frames, message)
+    if found is None or found.distribution == engine_dist:
         return []
     where = f"{found.frame.file.replace(chr(92), '/').split('-packages/')[-1]}:{found.frame.func}"
     wanted = (
@@ -89,16 +122,20 @@ def owner_hypotheses(
         if engine and engine_version
         else "the version the server requires"
     )
+    cause = (
+        f"The call at {where} does not fit the installed {found.distribution}'s API "
+        f"({exc_type}): a release the server was not written for."
+        if called
+        else f"{found.distribution}'s own code raised {exc_type} ({where}): the installed "
+        f"{found.distribution} is not the release the server was written against."
+    )
     return [
         Hypothesis(
             id="OWNER.1",
-            cause=(
-                f"{found.distribution}'s own code raised {exc_type} ({where}): the installed "
-                f"{found.distribution} is not the release the server was written against."
-            ),
+            cause=cause,
             confidence=RAISER_CONFIDENCE,
             changes=(Change(kind="package", name=found.distribution, value=wanted),),
-            why=f"the innermost frame that raised {exc_type} belongs to {found.distribution}",
+            why=f"{exc_type} {'about a call into' if called else 'raised by'} {found.distribution}",
             references=(
                 "https://packaging.python.org/en/latest/specifications/dependency-specifiers/",
             ),

@@ -58,6 +58,11 @@ def distribution_of_module(module: str) -> str | None:
     return known.get(top) or top.lstrip("_").replace("_", "-") or None
 
 
+def is_known_module(module: str) -> bool:
+    """Is ``module`` an import name the package table lists (not just any identifier)?"""
+    return module.split(".")[0] in _tables()["modules"]
+
+
 def distribution_of_path(path: str) -> str | None:
     """The distribution a file under site-packages belongs to (an extension's ``.so``)."""
     m = _SITE.search(path)
@@ -86,9 +91,25 @@ def package_of_library(library: str) -> str | None:
     return template
 
 
+_GFX = re.compile(r"^gfx(?P<major>\d{1,2}?)(?P<minor>[0-9a-f])(?P<step>[0-9a-f])$")
+
+
+def hsa_override_of(gfx: str) -> str | None:
+    """The ROCm arch a GPU can pose as: its family's base (gfx1152 → 11.5.0, gfx90c → 9.0.0).
+
+    ROCm libraries ship code for a family's first chip; HSA_OVERRIDE_GFX_VERSION makes the
+    runtime load it for a later stepping of the same family (an APU, a mobile part).
+    """
+    m = _GFX.match(gfx.strip().lower())
+    if m is None:
+        return None
+    return f"{int(m.group('major'))}.{int(m.group('minor'), 16)}.0"
+
+
 #: Placeholder filters for rule templates: ``{group|name}``.
 FILTERS: dict[str, Callable[[str], str | None]] = {
     "dist": distribution_of_module,
     "path_dist": distribution_of_path,
     "lib_package": package_of_library,
+    "hsa_version": hsa_override_of,
 }
