@@ -98,3 +98,14 @@ def test_no_hypothesis_shows_an_unfilled_placeholder() -> None:
                 assert not unfilled.search(h.cause), f"{rule.id}: {h.cause}"
                 for c in h.changes:
                     assert not unfilled.search(f"{c.name} {c.value}"), f"{rule.id}: {c}"
+
+
+def test_a_mangled_symbols_namespace_names_its_package() -> None:
+    from servedoctor.knowledge.facts import package_of_symbol
+
+    assert package_of_symbol("_ZN3c105ErrorC2ENS_14SourceLocation") == "torch"
+    assert package_of_symbol("_ZNK12tensorrt_llm8executor8Response11getErrorMsgB5cxx11Ev") == (
+        "tensorrt-llm"
+    )
+    assert package_of_symbol("_ZNSt6thread6_StateD2Ev") is None  # the C++ library's own
+    assert package_of_symbol("cudaGetDeviceCount") is None  # not a C++ symbol

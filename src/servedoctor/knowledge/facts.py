@@ -30,6 +30,7 @@ def _tables() -> dict[str, Any]:
         "pass_through": frozenset(data.get("pass_through", [])),
         "api_errors": frozenset(data.get("api_errors", [])),
         "kernel_packages": data.get("kernel_packages", {}),
+        "symbol_namespaces": data.get("symbol_namespaces", {}),
     }
 
 
@@ -91,6 +92,21 @@ def package_of_library(library: str) -> str | None:
     return template
 
 
+_MANGLED = re.compile(r"^_ZN[KVrO]*(?P<len>\d+)(?P<rest>\w+)$")
+
+
+def package_of_symbol(symbol: str) -> str | None:
+    """The package behind a C++ symbol's outermost namespace (``_ZN3c10…`` → torch)."""
+    m = _MANGLED.match(symbol.strip())
+    if m is None:
+        return None
+    name = m.group("rest")[: int(m.group("len"))]
+    table: dict[str, str | None] = _tables()["symbol_namespaces"]
+    if name in table:
+        return table[name]
+    return distribution_of_module(name) if len(name) > 2 else None
+
+
 _GFX = re.compile(r"^gfx(?P<major>\d{1,2}?)(?P<minor>[0-9a-f])(?P<step>[0-9a-f])$")
 
 
@@ -112,4 +128,5 @@ FILTERS: dict[str, Callable[[str], str | None]] = {
     "path_dist": distribution_of_path,
     "lib_package": package_of_library,
     "hsa_version": hsa_override_of,
+    "symbol_dist": package_of_symbol,
 }
