@@ -19,7 +19,8 @@ scored against the previous release before anything was written for it: 0.609 / 
 0.455, fix@3 0.227) reached 0.455 / 0.364 / 0.400, fix@3 0.455 and 0.783 / 0.565 / 0.636,
 fix@3 0.545 with general changes (whose code raised, Ollama, binary servers); holdout11 (11,
 gathered after those, scored before anything was written for it: 0.727 / 0.455 / 0.636, fix@3
-0.273) reached 0.818 / 0.545 / 0.727. The thresholds sit a small margin below (one or two more misses still pass), so a
+0.273) reached 0.818 / 0.545 / 0.727; holdout12 (21, gathered last, before: 0.476 / 0.524 /
+0.286, fix@3 0.100) reached 0.524 / 0.571 / 0.381, fix@3 0.200. The thresholds sit a small margin below (one or two more misses still pass), so a
 regression fails the suite.
 """
 
@@ -46,10 +47,11 @@ TARGETS = {
     "holdout9": (11, 0.36, 0.27, 0.30),
     "holdout10": (23, 0.73, 0.52, 0.59),
     "holdout11": (11, 0.72, 0.45, 0.63),
+    "holdout12": (21, 0.47, 0.52, 0.33),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
-FIX_TARGETS = {"holdout8": 0.40, "holdout9": 0.36, "holdout10": 0.45, "holdout11": 0.18}
+FIX_TARGETS = {"holdout8": 0.40, "holdout9": 0.36, "holdout10": 0.45, "holdout11": 0.18, "holdout12": 0.15}
 
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
