@@ -81,7 +81,6 @@ class StandinLauncher:
         self.launches = 0
 
     def __call__(self, argv: Sequence[str], env: Mapping[str, str]) -> Any:
-        from servedoctor.diagnose import diagnose_path
         from servedoctor.experiments.trial import LaunchReport
 
         self.launches += 1
@@ -95,9 +94,26 @@ class StandinLauncher:
         log.write_text(proc.stdout + proc.stderr, encoding="utf-8")
         if proc.returncode == 0:
             return LaunchReport("healthy", None, 3.0, exit_code=0, run_dir=str(self.runs))
-        # as launch does: the engine release installed where the server runs
-        diagnosis = diagnose_path(log, engine=self.engine, engine_version=self.version)
-        return LaunchReport("failed", diagnosis, 2.0, exit_code=proc.returncode)
+        return LaunchReport("failed", self.diagnose(log, argv, proc.returncode), 2.0,
+                            exit_code=proc.returncode)  # fmt: skip
+
+    def diagnose(self, log: Path, argv: Sequence[str], code: int) -> Any:
+        """As launch does: the log read with what the supervisor saw (the process exited), for
+        the engine release installed where the server runs."""
+        import inspect
+
+        from servedoctor.diagnose import diagnose_path
+
+        try:
+            from servedoctor.launch.failure import diagnose_run
+            from servedoctor.launch.types import Failure
+        except ImportError:  # an older tree
+            return diagnose_path(log, engine=self.engine, engine_version=self.version)
+        failure = Failure("process_exit", "startup", f"exit code {code}", 2.0)
+        extra = {"engine_version": self.version}
+        if "engine_version" not in inspect.signature(diagnose_run).parameters:
+            extra = {}
+        return diagnose_run(log, failure, engine=self.engine, argv=list(argv), **extra)
 
 
 def _overlays(fix: dict[str, Any], root: Path) -> Any:

@@ -20,7 +20,7 @@ from servedoctor.knowledge.registry import Registry, default_registry
 from servedoctor.logs.events import Event, extract
 from servedoctor.logs.model import Frame
 from servedoctor.logs.scan import Scanner, ScanStats
-from servedoctor.model import Diagnosis, Evidence
+from servedoctor.model import Diagnosis, Evidence, Hypothesis
 from servedoctor.redact import redact_text
 from servedoctor.textclip import clip
 
@@ -218,6 +218,26 @@ def _root_text(event: Event | None, hit: Hit | None) -> Text | None:
             "exception",
         )
     return Text(event.line, event.text, event, "line")
+
+
+def class_fallbacks(
+    error_class: str,
+    *,
+    engine: str | None,
+    engine_version: str | None = None,
+    phase: str | None = None,
+    registry: Registry | None = None,
+) -> tuple[Hypothesis, ...]:
+    """The generic changes for a failure the log does not explain (a server that exited or
+    hung without an error line): the class's fallbacks and the engine's releases."""
+    rules = (registry or default_registry()).area("diagnose")
+    obs = Observations(events=[], engine=engine, engine_version=engine_version)
+    hits = match_rules(rules, obs, error_class=error_class, phase=phase, contextual=True)
+    fallbacks = from_hits([h for h in hits if h.rule.fallback], obs, root=None)
+    releases = engine_release(
+        (), error_class=error_class, engine=engine, engine_version=engine_version
+    )
+    return rank(fill_up([], [*fallbacks, *releases]))
 
 
 _EXC_TYPE = re.compile(r"^\s*(?:[\w.]+\.)?(?P<type>[A-Z]\w*(?:Error|Exception))\b")

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from servedoctor.diagnose import diagnose_path
+from servedoctor.diagnose.api import class_fallbacks
 from servedoctor.engines.command import parse_command
 from servedoctor.env.engineversion import installed_engine_version
 from servedoctor.errors import UserError
@@ -32,14 +33,15 @@ def diagnose_run(
 ) -> Diagnosis:
     """Diagnose the run's log with the phase the timeline knew, the command's flags and the
     engine release installed where the server runs (changes are spelled for that release)."""
+    version = engine_version or installed_engine_version(argv, engine)
     diagnosis = diagnose_path(
         log,
         engine=engine,
         phase_hint=failure.phase,
         command_flags=_flags(argv),
-        engine_version=engine_version or installed_engine_version(argv, engine),
+        engine_version=version,
     )
-    return complete(diagnosis, failure, log=log, engine=engine)
+    return complete(diagnosis, failure, log=log, engine=engine, engine_version=version)
 
 
 def _flags(argv: Sequence[str]) -> dict[str, str | None]:
@@ -52,19 +54,36 @@ def _flags(argv: Sequence[str]) -> dict[str, str | None]:
         return {}
 
 
-def complete(diagnosis: Diagnosis, failure: Failure, *, log: Path, engine: str) -> Diagnosis:
-    """Fill what the log could not tell from the supervisor's failure record."""
+def complete(
+    diagnosis: Diagnosis,
+    failure: Failure,
+    *,
+    log: Path,
+    engine: str,
+    engine_version: str | None = None,
+) -> Diagnosis:
+    """Fill what the log could not tell from the supervisor's failure record: the class,
+    the phase, the summary, and the class's generic changes to try."""
     if diagnosis.error_class is not None:
         if diagnosis.phase is None:
             return dataclasses.replace(diagnosis, phase=failure.phase)
         return diagnosis
     evidence = diagnosis.evidence or _tail(log, upto=failure.log_lines)
+    error_class = "hang" if failure.is_hang else "other"
+    phase = diagnosis.phase or failure.phase
     return dataclasses.replace(
         diagnosis,
         file=str(log),
         engine=diagnosis.engine or engine,
-        error_class="hang" if failure.is_hang else "other",
-        phase=diagnosis.phase or failure.phase,
+        error_class=error_class,
+        phase=phase,
+        hypotheses=diagnosis.hypotheses
+        or class_fallbacks(
+            error_class,
+            engine=diagnosis.engine or engine,
+            engine_version=engine_version,
+            phase=phase,
+        ),
         component=diagnosis.component or "unknown",
         # The engine's summary of a log without a failure says so; the supervisor saw one.
         summary=f"{failure.kind.replace('_', ' ')}: {failure.detail}",
