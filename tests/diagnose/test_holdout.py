@@ -51,7 +51,13 @@ TARGETS = {
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
-FIX_TARGETS = {"holdout8": 0.40, "holdout9": 0.36, "holdout10": 0.45, "holdout11": 0.18, "holdout12": 0.15}
+FIX_TARGETS = {
+    "holdout8": 0.40,
+    "holdout9": 0.36,
+    "holdout10": 0.45,
+    "holdout11": 0.18,
+    "holdout12": 0.15,
+}
 
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
