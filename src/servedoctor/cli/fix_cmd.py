@@ -7,7 +7,7 @@ import shlex
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -21,7 +21,7 @@ from servedoctor.config import (
     default_startup_timeout,
     default_store,
 )
-from servedoctor.env.serverenv import resolve_python
+from servedoctor.env.serverenv import ServerPython, resolve_python
 from servedoctor.errors import UserError
 from servedoctor.experiments.candidates import Candidate, build_candidates
 from servedoctor.experiments.command import CommandLike, parse
@@ -43,6 +43,8 @@ from servedoctor.knowledge.registry import default_registry
 from servedoctor.launch.process import check_command
 from servedoctor.model import Change
 from servedoctor.redact import MASK, redact_argv, redact_env, redact_url
+from servedoctor.remote.launching import remote_fingerprint, remote_note
+from servedoctor.remote.url import SshTarget
 
 if TYPE_CHECKING:
     from servedoctor.experiments.parallel import RayTrials
@@ -159,6 +161,18 @@ def _parallel_trials(
     return RayTrials(options, width=width, address=address, gpus=gpus_per_trial(cmd.render()))
 
 
+def _refuse_remote(parallel: int, ray_address: str | None, python_path: Path | None) -> None:
+    """What ``--on`` cannot be combined with: one line each."""
+    if parallel > 1 or ray_address is not None:
+        raise UserError("--parallel and --ray run trials on this host's Ray: not with --on")
+    if python_path is not None:
+        raise UserError("--python names a local interpreter; with --on the server runs remotely")
+
+
+def _fingerprint(engine: str, remote: SshTarget | None) -> dict[str, Any]:
+    return current_fingerprint(engine) if remote is None else remote_fingerprint(engine, remote)
+
+
 #: Sessions that ended: nothing is left to resume in them.
 FINISHED = ("fixed", "not_fixed")
 
@@ -242,6 +256,12 @@ def fix(
         metavar="ADDRESS",
         help="the Ray cluster --parallel uses (default: a local one on loopback for the session)",
     ),
+    on: str | None = typer.Option(
+        None,
+        "--on",
+        help="run every trial on a remote host through ssh: ssh://[user@]host[:port] "
+        "(flag and env trials only)",
+    ),
 ) -> None:
     """Find the smallest change (flags, env vars, package versions) that makes a failing
     server healthy.
@@ -249,6 +269,9 @@ def fix(
     One change per trial, likeliest and cheapest first; every trial goes into the findings
     store. Exit 0 when fixed, 1 when not, 130 when interrupted (resume with --resume).
     """
+    from servedoctor.remote import parse_target
+
+    remote = None if on is None else parse_target(on)
     options = TrialLaunchOptions(
         prompt=prompt,
         max_tokens=max_tokens,
@@ -256,6 +279,7 @@ def fix(
         expect=expect,
         startup_timeout=startup_timeout,
         runs_dir=runs_dir,
+        on=remote,
     )
     argv = list(command or [])
 
@@ -272,13 +296,13 @@ def fix(
             else Diagnosis("", None, None, None, None, "no failure log given (--log)")
         )
         fs = FindingsStore.open(store)
-        fp = current_fingerprint(cmd.engine)
+        fp = _fingerprint(cmd.engine, remote)
         cands = build_candidates(
             diagnosis=diagnosis,
             command=cmd,
             base_cost_s=30.0,
             history=fs.history(fp, diagnosis.error_class),
-            packages=packages,
+            packages=packages and remote is None,
         )
         if not json_out:
             _say(out, f"dry run: {cmd.engine} · {' '.join(redact_argv(cmd.render()))}")
@@ -308,23 +332,34 @@ def fix(
                 "one, or start a new session for this command"
             )
         options = TrialLaunchOptions.from_dict(target.options)
+        if remote is not None and options.on != remote:
+            raise UserError(
+                f"session {target.id} did not run on {remote.url}; resume it without --on"
+            )
+        remote = options.on
         stored = list(target.trials)
         session_id = target.id
         fs.reopen(session_id)
     cmd = parse(argv)
-    check_command(cmd.render())  # a command that does not exist is a usage error, not a trial
-    server = resolve_python(cmd.render(), python_path, dict(cmd.env))  # a bad --python: 1 line
+    server: ServerPython | None = None
+    if remote is None:
+        check_command(cmd.render())  # a command that does not exist is a usage error, not a trial
+        server = resolve_python(cmd.render(), python_path, dict(cmd.env))  # bad --python: 1 line
+    else:  # the command, its Python and its port can only be checked there
+        _refuse_remote(parallel, ray_address, python_path)
+        packages = False
     default_registry()  # a broken rule file is one line now, before any trial starts
     from servedoctor.launch.supervisor import check_port_free
 
     pool = _parallel_trials(options, cmd, parallel, ray_address, ray_address is not None)
     if pool is None:  # through Ray every trial gets a free port of its own
-        check_port_free(cmd.render())  # a taken port: one line, before the session starts
+        if remote is None:  # a remote port is only seen taken there, by the first trial
+            check_port_free(cmd.render())  # a taken port: one line, before the session starts
     elif "CUDA_VISIBLE_DEVICES" in cmd.env:
         raise UserError("--parallel gives each trial its own GPUs: drop CUDA_VISIBLE_DEVICES")
     else:
         pool.__enter__()  # a cluster that cannot start: one line, before the session starts
-    fingerprint = current_fingerprint(cmd.engine)
+    fingerprint = _fingerprint(cmd.engine, remote)
     printer = _Printer(quiet or json_out)
     launcher = pool or supervised_launcher(
         options, display=None if printer.quiet else _trial_display(fs, cmd, printer)
@@ -362,8 +397,10 @@ def fix(
         if not trial.replayed:
             fs.add_trial(session_id, trial)
 
-    python = server.path
-    if (warning := server.warning()) and not (quiet or json_out):
+    python = server.path if server is not None else ""
+    if remote is not None and not (quiet or json_out):
+        _say(err, (remote_note(remote), "dim"))
+    elif server is not None and (warning := server.warning()) and not (quiet or json_out):
         err.print(f"warning: {warning}", highlight=False, markup=False, soft_wrap=True)
     overlays = Overlays(python) if packages else None
     moved_env = env_diff(fs, cmd, python) if packages else None
@@ -393,13 +430,17 @@ def fix(
         err.print(f"trials run {parallel} at a time on {pool.where}", highlight=False)
     try:
         result = planner.run()
+    except UserError as exc:  # found by a trial (a remote command that does not exist)
+        fs.finish_run(session_id, status="not_fixed", reason=str(exc), fix=(),
+                      trials=tuple(runner.trials))  # fmt: skip
+        raise
     except KeyboardInterrupt:
         result = FixResult("not_fixed", (), tuple(runner.trials), "interrupted", interrupted=True)
     finally:
         if pool is not None:
             pool.close()
     status = "interrupted" if result.interrupted else result.outcome
-    if result.outcome == "fixed":
+    if result.outcome == "fixed" and remote is None:  # the remote packages are not read
         remember_healthy(fs, cmd, python, result.changes)
     fs.finish_run(
         session_id, status=status, reason=result.reason, fix=result.changes, trials=result.trials
@@ -420,7 +461,8 @@ def fix(
                                 "unused": runner.unused,
                                 "relaunched": runner.relaunched}  # fmt: skip
         if works is not None:
-            data["command"] = works.to_dict()
+            where_to = {"on": remote.url} if remote is not None else {}
+            data["command"] = {**works.to_dict(), **where_to}
         out.print_json(json.dumps(data))
     elif result.outcome == "fixed":
         n = sum(1 for t in result.trials if t.role != "baseline")
@@ -433,7 +475,8 @@ def fix(
             f"{needed}; {n} trials, {elapsed:.0f} s)",
         )
         if works is not None:
-            _say(out, ("the command that works:", "bold"))
+            where = f" on {remote.url}" if remote is not None else ""
+            _say(out, (f"the command that works{where}:", "bold"))
             for line in works.lines():
                 _say(out, "  " + line)
     else:

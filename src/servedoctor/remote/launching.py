@@ -4,12 +4,16 @@ The server listens where its command says, on the remote host; probes go to a lo
 here that ``ssh -L`` forwards there. A forward's local end always accepts connections, so
 readiness is decided by the health answer coming through it, never by the port alone. GPU
 telemetry comes from the remote host's ``nvidia-smi`` (:mod:`servedoctor.remote.gpu`).
+
+``fix --on`` runs each trial as such a launch; what it cannot know of the remote host (its
+GPUs, packages and Python, read locally by ``env``) its fingerprint records as unknown.
 """
 
 from __future__ import annotations
 
 import socket
 from dataclasses import dataclass, replace
+from typing import Any
 
 from servedoctor.launch.endpoint import Endpoint
 from servedoctor.launch.telemetry import GpuTelemetry
@@ -42,3 +46,19 @@ def remote_telemetry(remote: RemoteLaunch, warnings: list[str]) -> GpuTelemetry:
     from servedoctor.remote.gpu import RemoteGpuTelemetry
 
     return RemoteGpuTelemetry(remote.target, warnings)
+
+
+def remote_fingerprint(engine: str, target: SshTarget) -> dict[str, Any]:
+    """The findings store's fingerprint of a ``fix --on`` session: the host, nothing read.
+
+    ``env --on`` would need servedoctor installed there and a second connection per session;
+    so GPUs and versions are recorded as unknown, and past findings apply per host."""
+    return {"engine": engine, "host": target.url, "machine": "remote/unknown", "gpus": "unknown"}
+
+
+def remote_note(target: SshTarget) -> str:
+    """The one line ``fix --on`` prints about what it checks where."""
+    return (
+        f"on {target.url}: the command, its Python and its port are checked there by the first "
+        "trial; package versions are not tried remotely (flag and env trials only)"
+    )
