@@ -36,12 +36,19 @@ def _env(ssh_host: SshTarget, offline_env: dict[str, str]) -> dict[str, str]:
     return {**os.environ, **offline_env, SSH_CONFIG_VAR: ssh_host.config_file}
 
 
-def _wait_loading(runs: Path, timeout: float = 90.0) -> Path:
+def _wait_loading(
+    runs: Path, proc: subprocess.Popen[str] | None = None, timeout: float = 180.0
+) -> Path:
+    """The run's log once the server is loading (a loaded 2-core machine is slow)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         logs = list(runs.glob("*/server.log"))
         if logs and "Loading" in logs[0].read_text(errors="replace"):
             return logs[0]
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(
+                f"launch ended before loading: {proc.stderr and proc.stderr.read()}"
+            )
         time.sleep(0.1)
     raise AssertionError("the server never started loading")
 
@@ -152,7 +159,7 @@ def test_ctrl_c_over_ssh(
         env=_env(ssh_host, offline_env),
     )
     try:
-        log = _wait_loading(runs)
+        log = _wait_loading(runs, proc)
         servers = _server_processes(models["slow_load"])
         assert len(servers) == 1
         time.sleep(0.5)
