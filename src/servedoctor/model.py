@@ -6,6 +6,7 @@ They are frozen dataclasses: built once by the module that owns them, then only 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -36,8 +37,20 @@ class Change:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "value": self.value}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Change:
+        value = data.get("value")
+        return cls(data.get("kind", "flag"), str(data.get("name", "")), value)
+
 
 REMOVE = "<remove>"
+
+
+def _number(value: object) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +91,19 @@ class Hypothesis:
             "references": list(self.references),
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Hypothesis:
+        changes = [c for c in data.get("changes") or [] if isinstance(c, Mapping)]
+        return cls(
+            id=str(data.get("id", "")),
+            cause=str(data.get("cause", "")),
+            confidence=_number(data.get("confidence")),
+            changes=tuple(Change.from_dict(c) for c in changes[:1]),
+            why=str(data.get("why", "")),
+            references=tuple(str(r) for r in data.get("references") or []),
+            rule=data.get("rule"),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Diagnosis:
@@ -112,3 +138,28 @@ class Diagnosis:
             "evidence": [e.to_dict() for e in self.evidence],
             "hypotheses": [h.to_dict() for h in self.hypotheses],
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Diagnosis:
+        """The value back from its JSON form (``to_dict``, or the findings store's fuller
+        one); a malformed evidence line or hypothesis is skipped, not fatal."""
+        return cls(
+            file=str(data.get("file", "")),
+            engine=data.get("engine"),
+            error_class=data.get("error_class"),
+            phase=data.get("phase"),
+            component=data.get("component"),
+            culprit=data.get("culprit"),
+            summary=str(data.get("summary", "")),
+            evidence=tuple(
+                Evidence(int(e["line"]), str(e.get("text", "")))
+                for e in data.get("evidence") or []
+                if isinstance(e, Mapping) and isinstance(e.get("line"), int)
+            ),
+            hypotheses=tuple(
+                Hypothesis.from_dict(h)
+                for h in data.get("hypotheses") or []
+                if isinstance(h, Mapping)
+            ),
+            rules=tuple(str(r) for r in data.get("rules") or []),
+        )

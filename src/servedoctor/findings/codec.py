@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from servedoctor.experiments.trial import Trial, TrialOutcome, TrialRole
-from servedoctor.model import Change, ChangeKind, Diagnosis, Evidence, Hypothesis
+from servedoctor.model import Change, Diagnosis
 from servedoctor.redact import MASK, is_secret_name, redact_argv, redact_env, redact_text
 
 __all__ = [
@@ -31,8 +31,7 @@ def change_store_key(change: Change) -> str:
 
 
 def change_from_dict(data: Mapping[str, Any]) -> Change:
-    kind: ChangeKind = data["kind"]
-    return Change(kind=kind, name=str(data["name"]), value=data.get("value"))
+    return Change.from_dict(data)
 
 
 def redacted_diagnosis(diagnosis: Diagnosis | None) -> dict[str, Any] | None:
@@ -49,33 +48,7 @@ def redacted_diagnosis(diagnosis: Diagnosis | None) -> dict[str, Any] | None:
 
 
 def diagnosis_from_dict(data: Mapping[str, Any] | None) -> Diagnosis | None:
-    if data is None:
-        return None
-    return Diagnosis(
-        file=str(data.get("file", "")),
-        engine=data.get("engine"),
-        error_class=data.get("error_class"),
-        phase=data.get("phase"),
-        component=data.get("component"),
-        culprit=data.get("culprit"),
-        summary=str(data.get("summary", "")),
-        evidence=tuple(
-            Evidence(line=int(e["line"]), text=str(e["text"])) for e in data.get("evidence", [])
-        ),
-        hypotheses=tuple(
-            Hypothesis(
-                id=str(h.get("id", "")),
-                cause=str(h.get("cause", "")),
-                confidence=float(h.get("confidence", 0.0)),
-                changes=tuple(change_from_dict(c) for c in h.get("changes", [])[:1]),
-                why=str(h.get("why", "")),
-                references=tuple(h.get("references", [])),
-                rule=h.get("rule"),
-            )
-            for h in data.get("hypotheses", [])
-        ),
-        rules=tuple(data.get("rules", [])),
-    )
+    return None if data is None else Diagnosis.from_dict(data)
 
 
 def trial_from_row_data(

@@ -16,7 +16,7 @@ from servedoctor.launch.record import diagnose_recorded, read_record
 from servedoctor.launch.rundir import LOG_NAME
 from servedoctor.launch.samples import TELEMETRY_NAME, Sample, read_samples
 from servedoctor.launch.types import PhaseSpan
-from servedoctor.model import Change, Diagnosis, Evidence, Hypothesis
+from servedoctor.model import Diagnosis, Hypothesis
 from servedoctor.redact import redact_argv, redact_env, redact_text
 from servedoctor.report.evidence import infer_roles, roles_by_line
 from servedoctor.report.logexcerpt import ExcerptLine, excerpt
@@ -123,36 +123,8 @@ def _masked(d: Diagnosis) -> Diagnosis:
 
 
 def _stored(data: dict[str, Any]) -> Diagnosis:
-    """run.json's diagnosis (the ``diagnose --json`` form) as a value. The findings codec
-    does the same, but importing the store (SQLAlchemy) costs a second a report need not."""
-
-    def change(c: dict[str, Any]) -> Change:
-        return Change(c.get("kind", "flag"), str(c.get("name", "")), c.get("value"))
-
-    return Diagnosis(
-        file=str(data.get("file", "")),
-        error_class=data.get("error_class"),
-        phase=data.get("phase"),
-        component=data.get("component"),
-        culprit=data.get("culprit"),
-        summary=str(data.get("summary", "")),
-        evidence=tuple(
-            Evidence(int(e["line"]), str(e["text"]))
-            for e in data.get("evidence") or []
-            if isinstance(e, dict) and isinstance(e.get("line"), int)
-        ),
-        hypotheses=tuple(
-            Hypothesis(
-                id=str(h.get("id", "")),
-                cause=str(h.get("cause", "")),
-                confidence=_num(h.get("confidence")),
-                changes=tuple(change(c) for c in (h.get("changes") or [])[:1]),
-                references=tuple(str(r) for r in h.get("references") or []),
-            )
-            for h in data.get("hypotheses") or []
-            if isinstance(h, dict)
-        ),
-    )
+    """run.json's diagnosis (the ``diagnose --json`` form) as a value."""
+    return Diagnosis.from_dict(data)
 
 
 def _diagnosis(run_dir: Path, record: dict[str, Any], log_bytes: int) -> Diagnosis | None:
