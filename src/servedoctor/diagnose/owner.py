@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from servedoctor.engines import all_engines
+from servedoctor.engines import all_engines, engine_distribution
 from servedoctor.knowledge.facts import (
     distribution_of_module,
     distribution_of_path,
@@ -23,6 +23,12 @@ from servedoctor.knowledge.facts import (
     is_known_module,
     package_of_kernel_library,
     passes_through,
+)
+from servedoctor.knowledge.versionwords import (
+    ANOTHER_RELEASE,
+    release_after,
+    release_before,
+    required_by,
 )
 from servedoctor.logs.model import Frame
 from servedoctor.model import Change, Hypothesis
@@ -69,11 +75,6 @@ def raiser(frames: tuple[Frame, ...]) -> Raiser | None:
     return None
 
 
-def engine_distribution(engine: str | None) -> str | None:
-    spec = all_engines().get(engine or "")
-    return spec.distribution if spec is not None else None
-
-
 #: "Class.method() got an unexpected keyword argument", "f() takes 2 positional arguments"
 _CALLEE = re.compile(r"(?P<qual>[A-Za-z_][\w.]*)\(\) (?:got|takes|missing|received)\b")
 _NOT_MODULES = frozenset({"self", "cls", "super"})
@@ -117,11 +118,7 @@ def owner_hypotheses(
     if found is None or found.distribution == engine_dist:
         return []
     where = f"{found.frame.file.replace(chr(92), '/').split('-packages/')[-1]}:{found.frame.func}"
-    wanted = (
-        f"the version {engine} {engine_version} requires"
-        if engine and engine_version
-        else "the version the server requires"
-    )
+    wanted = required_by(engine, engine_version)
     cause = (
         f"The call at {where} does not fit the installed {found.distribution}'s API "
         f"({exc_type}): a release the server was not written for."
@@ -163,7 +160,7 @@ def engine_release(
     installed = f" {engine_version}" if engine_version else ""
     moves = [
         (
-            f"the release before {engine_version}" if engine_version else "another release",
+            release_before(engine_version) if engine_version else ANOTHER_RELEASE,
             f"A regression of {dist}{installed}: the failure happens inside the engine's own "
             "code, and the release before it may not have it.",
         )
@@ -171,7 +168,7 @@ def engine_release(
     if engine_version:
         moves.append(
             (
-                f"the release after {engine_version}",
+                release_after(engine_version),
                 f"A bug of {dist}{installed} fixed since: the failure happens inside the "
                 "engine's own code, and the next release may have fixed it.",
             )

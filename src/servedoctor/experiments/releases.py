@@ -21,25 +21,19 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from servedoctor.engines import all_engines
+from servedoctor.engines import engine_distribution
 from servedoctor.env.serverenv import declared_pins, installed_packages
+from servedoctor.knowledge.versionwords import read
 from servedoctor.model import Change
 
 __all__ = ["Resolver", "resolvable"]
 
-_BEFORE = re.compile(r"^the release before (?P<version>\S+)$")
-_AFTER = re.compile(r"^the release after (?P<version>\S+)$")
-_ANOTHER = re.compile(r"^another release$")
-_REQUIRED = re.compile(r"^the version (?:the server|[\w.-]+(?: \S+)?) requires$")
 _AVAILABLE = re.compile(r"^Available versions:\s*(?P<versions>.+)$", re.MULTILINE)
 
 
 def resolvable(change: Change) -> bool:
     """Does the change state its version as evidence ``Resolver`` can turn into one?"""
-    value = (change.value or "").strip()
-    return change.kind == "package" and any(
-        p.match(value) for p in (_BEFORE, _AFTER, _ANOTHER, _REQUIRED)
-    )
+    return change.kind == "package" and read(change.value) is not None
 
 
 def _version(text: str | None) -> Version | None:
@@ -66,8 +60,8 @@ class Resolver:
     @cached_property
     def engine_requires(self) -> dict[str, str]:
         """The engine distribution's declared requirements: name → specifier."""
-        spec = all_engines().get(self.engine or "")
-        pins = declared_pins(self.python, spec.distribution) if spec and spec.distribution else None
+        dist = engine_distribution(self.engine)
+        pins = declared_pins(self.python, dist) if dist else None
         out: dict[str, str] = {}
         requires = (pins or {}).get("requires")
         for line in requires if isinstance(requires, list) else []:
@@ -104,20 +98,19 @@ class Resolver:
 
     def requirement(self, change: Change) -> str | None:
         """The specifier to install for ``change`` (``==0.6.3``, ``>=2.4,<2.6``), or None."""
-        value = (change.value or "").strip()
+        words = read(change.value)
         key = canonicalize_name(change.name)
-        if m := _BEFORE.match(value):
-            before = _version(m.group("version"))
-            return self.release_before(change.name, before) if before else None
-        if m := _AFTER.match(value):
-            after = _version(m.group("version"))
-            return self.release_after(change.name, after) if after else None
-        if _ANOTHER.match(value):
-            installed = _version(self.installed.get(key))
-            return self.release_before(change.name, installed) if installed else None
-        if _REQUIRED.match(value):
+        if words is None:
+            return None
+        if words.kind == "required":
             return self.engine_requires.get(key) or None
-        return None
+        named = self.installed.get(key) if words.kind == "another" else words.version
+        version = _version(named)
+        if version is None:
+            return None
+        if words.kind == "after":
+            return self.release_after(change.name, version)
+        return self.release_before(change.name, version)
 
     def concrete(self, change: Change) -> Change | None:
         """``change`` with its version made concrete, or None when the evidence is missing."""
