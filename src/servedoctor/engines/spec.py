@@ -141,6 +141,12 @@ def all_engines() -> dict[str, EngineSpec]:
     return specs
 
 
+def engine_distribution(engine: str | None) -> str | None:
+    """The package an engine ships as (``vllm``, ``text-generation-inference``), if any."""
+    spec = all_engines().get(engine or "")
+    return spec.distribution if spec is not None else None
+
+
 def get_engine(name: str) -> EngineSpec:
     engines = all_engines()
     if name not in engines:

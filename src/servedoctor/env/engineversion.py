@@ -11,7 +11,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from functools import cache
 
-from servedoctor.engines import all_engines
+from servedoctor.engines import engine_distribution
 from servedoctor.env.serverenv import resolve_python
 
 _PROBE = "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))"
@@ -34,7 +34,7 @@ def installed_engine_version(
     argv: Sequence[str], engine: str | None, env: Mapping[str, str] | None = None
 ) -> str | None:
     """The version of ``engine``'s package in the interpreter ``argv`` runs."""
-    spec = all_engines().get(engine or "")
-    if spec is None or spec.distribution is None or not argv:
+    dist = engine_distribution(engine)
+    if dist is None or not argv:
         return None
-    return distribution_version(resolve_python(argv, env=env).path, spec.distribution)
+    return distribution_version(resolve_python(argv, env=env).path, dist)
