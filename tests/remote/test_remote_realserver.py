@@ -132,14 +132,10 @@ def test_crash_over_ssh(
     assert processes_mentioning(str(models[variant])) == []
 
 
-def test_ctrl_c_over_ssh(
-    ssh_host: SshTarget,
-    models: dict[str, Path],
-    offline_env: dict[str, str],
-    tmp_path: Path,
-    no_leftovers: None,
-) -> None:
-    runs = tmp_path / "runs"
+def _launch_slow_load(
+    ssh_host: SshTarget, models: dict[str, Path], offline_env: dict[str, str], runs: Path
+) -> subprocess.Popen[str]:
+    """``launch --on`` of a server that takes a while to load, as a user's terminal runs it."""
     cmd = _cli(
         ssh_host,
         runs,
@@ -151,13 +147,24 @@ def test_ctrl_c_over_ssh(
         "--",
         *serve_cmd(models["slow_load"], free_port(), "--trust-remote-code"),
     )
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=_env(ssh_host, offline_env),
     )
+
+
+def test_ctrl_c_over_ssh(
+    ssh_host: SshTarget,
+    models: dict[str, Path],
+    offline_env: dict[str, str],
+    tmp_path: Path,
+    no_leftovers: None,
+) -> None:
+    runs = tmp_path / "runs"
+    proc = _launch_slow_load(ssh_host, models, offline_env, runs)
     try:
         log = _wait_loading(runs, proc)
         servers = _server_processes(models["slow_load"])
@@ -185,26 +192,9 @@ def test_dropped_connection_leaves_no_orphan(
     no_leftovers: None,
 ) -> None:
     runs = tmp_path / "runs"
-    cmd = _cli(
-        ssh_host,
-        runs,
-        "--exit-after-smoke",
-        "--json",
-        "--grace",
-        "3",
-        *(f"--env={k}={v}" for k, v in offline_env.items()),
-        "--",
-        *serve_cmd(models["slow_load"], free_port(), "--trust-remote-code"),
-    )
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(ssh_host, offline_env),
-    )
+    proc = _launch_slow_load(ssh_host, models, offline_env, runs)
     try:
-        _wait_loading(runs)
+        _wait_loading(runs, proc)
         servers = _server_processes(models["slow_load"])
         assert len(servers) == 1
         clients = [c for c in psutil.Process(proc.pid).children() if c.name() == "ssh"]
