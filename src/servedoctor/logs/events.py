@@ -41,7 +41,8 @@ __all__ = ["Event", "EventExtractor", "EventKind", "Frame", "extract"]
 _NOTABLE = re.compile(
     r"(?i)error|fail|fatal|warn|assert|exception|unsupported|not supported|not compatible|"
     r"insufficient|undefined symbol|cannot|could not|unable to|no module|not found|time(?:d )?out|"
-    r"killed|abort|panic|invalid|mismatch|refused|denied|in use|\bnan\b|not implemented"
+    r"killed|abort|panic|invalid|mismatch|refused|denied|in use|\bnan\b|not implemented|"
+    r"access violation|illegal instruction"
 )
 #: Distinct line texts whose screening verdicts are remembered (then forgotten at once).
 VERDICTS_KEPT = 4096
