@@ -29,8 +29,10 @@ def setting_of(obs: Observations) -> Setting:
 
 
 def from_hits(hits: list[Hit], obs: Observations, *, root: Hit | None) -> list[Hypothesis]:
+    """One hypothesis per change; when two rules propose the same change, the more
+    confident one speaks for it (in the place the first one took)."""
     out: list[Hypothesis] = []
-    seen: set[tuple[str, str, str | None]] = set()
+    seen: dict[tuple[str, str, str | None], int] = {}
     setting = setting_of(obs)
     ordered = ([root] if root else []) + [h for h in hits if h is not root]
     for hit in ordered:
@@ -40,20 +42,20 @@ def from_hits(hits: list[Hit], obs: Observations, *, root: Hit | None) -> list[H
             if change is None:
                 continue  # not expressible here, out of range, or already in effect
             key = (change.kind, change.name, change.value)
-            if key in seen:
-                continue
-            seen.add(key)
-            out.append(
-                Hypothesis(
-                    id=f"{hit.rule.id}.{n}",
-                    cause=fill_text(spec.cause, hit.groups, setting),
-                    confidence=round(spec.confidence * weight, 3),
-                    changes=(change,),
-                    why=_why(hit),
-                    references=tuple(hit.rule.references),
-                    rule=hit.rule.id,
-                )
+            hypothesis = Hypothesis(
+                id=f"{hit.rule.id}.{n}",
+                cause=fill_text(spec.cause, hit.groups, setting),
+                confidence=round(spec.confidence * weight, 3),
+                changes=(change,),
+                why=_why(hit),
+                references=tuple(hit.rule.references),
+                rule=hit.rule.id,
             )
+            if key not in seen:
+                seen[key] = len(out)
+                out.append(hypothesis)
+            elif hypothesis.confidence > out[seen[key]].confidence:
+                out[seen[key]] = hypothesis
     return out
 
 

@@ -1,0 +1,96 @@
+"""Native (ggml-based) servers: abort lines, kernel source paths, KoboldCpp's own log."""
+
+from __future__ import annotations
+
+import pytest
+
+from servedoctor.diagnose import diagnose_text
+from servedoctor.model import REMOVE
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "ggml/src/ggml-cuda/fattn.cu:110: fatal error",
+        "exception: access violation writing 0x0000000000000050",
+        "Illegal instruction (core dumped)",
+    ],
+)
+def test_a_native_abort_is_a_failure(line: str) -> None:
+    d = diagnose_text(f"main: loading model\n{line}\n")
+    assert d.error_class is not None
+
+
+def test_a_compilers_fatal_error_is_not_a_native_abort() -> None:
+    # file:line:column: is a build message, not a process that stopped
+    d = diagnose_text("csrc/ops.cu:12:10: fatal error: cuda_fp8.h: No such file or directory\n")
+    assert (d.error_class, d.phase) == ("build_failure", "install")
+
+
+@pytest.mark.parametrize(
+    ("path", "component"),
+    [
+        ("ggml/src/ggml-cuda/fattn.cu", "attention"),
+        (r"d:\a\llama.cpp\ggml\src\ggml-cuda\fattn.cu", "attention"),
+        ("ggml/src/ggml-cuda/mmq.cu", "gemm_quant"),
+        (r"D:\a\koboldcpp\koboldcpp\ggml\src\ggml-cuda\mmv.cu", "gemm_quant"),
+    ],
+)
+def test_a_ggml_kernel_source_file_names_the_component(path: str, component: str) -> None:
+    d = diagnose_text(f"{path}:51: fatal error\n")
+    assert d.component == component
+    assert d.phase == "serving"  # a kernel's source file: the model was computing
+
+
+def test_an_assert_on_expert_ids_is_in_the_moe_layers() -> None:
+    d = diagnose_text(
+        "ggml/src/ggml-backend.cpp:1615: GGML_ASSERT(id >= 0 && id < n_expert) failed\n"
+    )
+    assert d.engine == "llamacpp"
+    assert d.component == "moe"
+
+
+def test_an_attention_kernel_abort_proposes_flash_attention_off_first() -> None:
+    d = diagnose_text("ggml/src/ggml-cuda/fattn.cu:110: fatal error\n")
+    first = d.hypotheses[0]
+    assert (first.changes[0].name, first.changes[0].value) == ("--flash-attn", "off")
+    assert first.rule == "FALL012"  # the located component's rule, not the class's guess
+
+
+def test_the_more_confident_of_two_rules_speaks_for_a_shared_change() -> None:
+    d = diagnose_text("ggml/src/ggml-cuda/fattn.cu:110: fatal error\n")
+    same = [h for h in d.hypotheses if h.changes[0].name == "--flash-attn"]
+    assert len(same) == 1
+    assert same[0].confidence > 0.12 * 0.85  # above FALL010's guess for the same change
+
+
+KOBOLD = (
+    "***\nWelcome to KoboldCpp - Version 1.76\n"
+    "Initializing dynamic library: koboldcpp_cublas.dll\n"
+    "Starting Kobold API on port 5001 at http://localhost:5001/api/\n"
+)
+
+
+def test_koboldcpp_is_recognised_with_its_version_and_phases() -> None:
+    log = KOBOLD + (
+        "Processing Prompt [BLAS] (7168 / 7321 tokens)ggml_new_tensor_impl: not enough space in "
+        "the scratch memory pool (needed 1279262720, available 1197473792)\n"
+    )
+    d = diagnose_text(log)
+    assert d.engine == "koboldcpp"
+    assert d.extras["engine_version"] == "1.76"
+    assert d.phase == "prefill"
+    assert d.component == "memory"
+    change = d.hypotheses[0].changes[0]
+    assert change.name == "--blasbatchsize"
+    assert change.value is not None and int(change.value) < 1279262720
+
+
+def test_koboldcpp_turns_flash_attention_off_by_removing_its_switch() -> None:
+    d = diagnose_text(
+        KOBOLD + "ggml/src/ggml-cuda/fattn.cu:110: fatal error\n",
+        command_flags={"--flashattention": None},
+    )
+    assert d.engine == "koboldcpp"
+    change = d.hypotheses[0].changes[0]
+    assert (change.name, change.value) == ("--flashattention", REMOVE)
