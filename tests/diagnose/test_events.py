@@ -165,3 +165,35 @@ def test_blank_lines_between_frames_do_not_split_a_traceback() -> None:
     (tb,) = only(events_of(text), "traceback")
     assert [f.func for f in tb.frames] == ["<module>", "serve_inner", "get_model"]
     assert tb.fields["exc_type"] == "ValueError" and tb.fields["truncated"] is False
+
+
+MARKED_FRAME = """\
+  File "/opt/conda/lib/python3.9/asyncio/events.py", line 80, in _run
+    self._context.run(self._callback, *self._args)
+> File "/opt/tgi/server.py", line 133, in serve_inner
+    model = get_model(
+  File "/opt/torch/distributed/distributed_c10d.py", line 3315, in barrier
+    work = group.barrier(opts=opts)
+RuntimeError: CUDA error: operation not supported
+"""
+
+
+def test_a_frame_marked_with_an_arrow_stays_in_its_traceback() -> None:
+    (tb,) = only(events_of(MARKED_FRAME), "traceback")
+    assert [f.func for f in tb.frames] == ["_run", "serve_inner", "barrier"]
+    assert tb.fields["exc_type"] == "RuntimeError"
+
+
+GDB = """\
+#0  0x00007e0a5a510813 in __GI___wait4 (pid=34514) at ../sysdeps/unix/sysv/linux/wait4.c:30
+#1  0x00007e0a5ab5c0d3 in ggml_print_backtrace () from libggml-base.so
+#3 ggml_cuda_flash_attn_ext_mma_f16(ggml_backend_cuda_context&, ggml_tensor*)
+#4 ggml_backend_cuda_graph_compute(ggml_backend*, ggml_cgraph*)
+"""
+
+
+def test_gdb_backtrace_lines_are_native_frames_innermost_first() -> None:
+    (stack,) = only(events_of(GDB), "stack")
+    assert stack.frames[-1].func.startswith("__GI___wait4")  # innermost is printed first
+    assert stack.text.startswith("__GI___wait4")
+    assert all(f.file == "<native>" for f in stack.frames)

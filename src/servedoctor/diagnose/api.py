@@ -193,15 +193,27 @@ def _phase_default(root: Hit | None, classifiers: list[Hit]) -> str | None:
     return None
 
 
+#: Native frames a backtrace needs before it counts as a crash on its own.
+CRASH_STACK_FRAMES = 2
+
+
 def _root_failure(obs: Observations) -> Event | None:
-    """The first failure that is not a consequence (NCCL timeouts follow other failures)."""
+    """The first failure that is not a consequence (NCCL timeouts follow other failures);
+    without any, a native backtrace (gdb's, c10's) is printed only by a process that crashed."""
     failures = obs.failures
     primary = [e for e in failures if e.kind != "nccl"]
     if primary:
         # a traceback with an exception beats the loose lines around it
         with_exc = [e for e in primary if e.kind in ("traceback", "exception", "kernel_assert")]
         return (with_exc or primary)[0]
-    return failures[0] if failures else None
+    if failures:
+        return failures[0]
+    native = [
+        e
+        for e in obs.events
+        if e.kind == "stack" and sum(f.file == "<native>" for f in e.frames) >= CRASH_STACK_FRAMES
+    ]
+    return native[0] if native else None
 
 
 def _root_text(event: Event | None, hit: Hit | None) -> Text | None:

@@ -8,10 +8,18 @@ from dataclasses import dataclass, field
 from servedoctor.logs.model import Event, Frame
 
 TB_HEAD = re.compile(r"Traceback \(most recent call last\)")
-FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in | in )(?P<func>\S+)')
+#: ``File "...", line N, in f``; better-exceptions and loguru mark the frame that raised
+#: with a leading ``>`` or ``→``.
+FRAME = re.compile(
+    r'^\s*(?:[>→]\s*)?File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in | in )(?P<func>\S+)'
+)
 BOX_FRAME = re.compile(r"│\s*(?P<file>[^\s│]+?):(?P<line>\d+) in (?P<func>[\w<>.]+)")
 PYSPY_FRAME = re.compile(r"^\s{2,}(?P<func>[\w<>.]+) \((?P<file>[^()\s:]+):(?P<line>\d+)\)\s*$")
-NATIVE_FRAME = re.compile(r"^\s*(?:frame #\d+: |\d+\s+0x[0-9a-f]{6,} )(?P<func>.+)$")  # C++
+#: C++ frames: c10's ``frame #N: f``, glibc's ``N 0x... f``, gdb's ``#N  0x... in f (...)``.
+NATIVE_FRAME = re.compile(
+    r"^\s*(?:frame #\d+: |\d+\s+0x[0-9a-f]{6,} |#\d+\s+(?:0x[0-9a-f]+ in )?(?=[A-Za-z_:~]))"
+    r"(?P<func>.+)$"
+)
 THREAD_HEAD = re.compile(
     r"^(?:Thread 0x[0-9a-f]+ \(most recent call first\)"
     r"|Thread \d+ \((?:active|idle)[^)]*\)|Current thread 0x)"
@@ -50,11 +58,15 @@ class OpenTraceback:
     native: bool = False
     header_text: str = ""
 
+    def _innermost(self) -> Frame:
+        """Stacks print the innermost frame first; tracebacks print it last."""
+        return self.frames[0] if self.stack else self.frames[-1]
+
     def event(self) -> Event:
         text = (
             f"{self.exc_type}: {self.message[0]}"
             if self.exc_type and self.message
-            else (self.exc_type or (self.frames[-1].func if self.frames else "traceback"))
+            else (self.exc_type or (self._innermost().func if self.frames else "traceback"))
         )
         return Event(
             kind="stack" if self.stack else "traceback",
