@@ -94,3 +94,20 @@ def test_koboldcpp_turns_flash_attention_off_by_removing_its_switch() -> None:
     assert d.engine == "koboldcpp"
     change = d.hypotheses[0].changes[0]
     assert (change.name, change.value) == ("--flashattention", REMOVE)
+
+
+def test_a_native_backtrace_alone_is_a_crash_located_by_its_frames() -> None:
+    log = (
+        "#3 ggml_cuda_flash_attn_ext_mma_f16(ggml_backend_cuda_context&, ggml_tensor*)\n"
+        "#4 ggml_backend_cuda_graph_compute(ggml_backend*, ggml_cgraph*)\n"
+        "#6 llama_context::graph_compute(ggml_cgraph*, bool)\n"
+        "#8 llama_context::decode(llama_batch const&)\n"
+    )
+    d = diagnose_text(log)
+    assert d.error_class == "other"
+    assert d.engine == "llamacpp"  # its own C++ symbols, not another ggml server's markers
+    assert d.component == "attention"
+
+
+def test_one_native_frame_is_not_a_crash() -> None:
+    assert diagnose_text("#3 some_function(int)\n").error_class is None
