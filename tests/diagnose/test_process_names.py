@@ -25,3 +25,26 @@ def test_v0_worker_processes_do_not() -> None:
     v0 = V1.replace("VllmWorker rank=0", "VllmWorkerProcess")
     d = diagnose_text(v0)
     assert "VLLM_USE_V1" not in [c.name for h in d.hypotheses for c in h.changes]
+
+
+def test_the_current_worker_and_api_server_names_are_vllm_s() -> None:
+    log = (
+        "(Worker_TP1 pid=3534) ERROR 10-11 22:28:17 [multiproc_executor.py:694] "
+        "RuntimeError: Could not find nvcc\n"
+    )
+    assert diagnose_text(log).engine == "vllm"
+
+
+def test_a_server_that_embeds_llama_cpp_keeps_its_own_name() -> None:
+    log = (
+        "error making request: an error was encountered while running the model: EOF\n"
+        "ggml_cuda_cpy_fn: unsupported type combination (q4_0 to f32)\n"
+    )
+    d = diagnose_text(log)
+    assert d.engine == "ollama"  # ggml's own line would say llama.cpp on its own
+    assert d.hypotheses[0].changes[0].name == "OLLAMA_KV_CACHE_TYPE"
+
+
+def test_llama_cpp_lines_alone_are_llama_cpp() -> None:
+    log = "ggml_cuda_cpy_fn: unsupported type combination (q4_0 to f32)\n"
+    assert diagnose_text(log).engine == "llamacpp"

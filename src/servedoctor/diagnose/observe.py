@@ -138,6 +138,7 @@ def observe(
             votes[name] = votes.get(name, 0) + 2 * n
         if not votes:
             votes = _field_votes(obs.texts)
+        votes = _drop_embedded(votes)
         obs.engine = max(votes, key=lambda k: votes[k]) if votes else None
     wanted = (
         obs.engine if obs.engine in {p.fields["engine"] for p in obs.phases} else GENERIC_ENGINE
@@ -162,6 +163,14 @@ def _version_in_log(obs: Observations) -> str | None:
             if m is not None:
                 return m.group("version")
     return None
+
+
+def _drop_embedded(votes: dict[str, int]) -> dict[str, int]:
+    """Lines of an engine another one runs inside it (llama.cpp's inside Ollama's log) are
+    that other engine's once its own lines are there too."""
+    outer = [spec for spec in all_engines().values() if votes.get(spec.name)]
+    dropped = {inner for spec in outer for inner in spec.embeds}
+    return {name: n for name, n in votes.items() if name not in dropped}
 
 
 def _engine_votes(texts: list[Text]) -> dict[str, int]:

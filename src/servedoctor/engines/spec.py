@@ -70,6 +70,11 @@ class EngineSpec(_Strict):
         default=False,
         description="one compiled binary: Python package changes do not apply to it",
     )
+    embeds: list[str] = Field(
+        default_factory=list,
+        description="engines it runs inside (Ollama runs llama.cpp): their lines in its log "
+        "say nothing against it",
+    )
     command: list[str] = Field(description="regexes over the joined argv that identify it")
     log: list[str] = Field(default_factory=list, description="regexes over lines that identify it")
     phases: list[PhaseMarker] = Field(default_factory=list)
