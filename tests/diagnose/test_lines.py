@@ -68,6 +68,14 @@ def test_invalid_utf8_is_replaced_not_raised() -> None:
             "torch.OutOfMemoryError: CUDA out of memory.",
             "DP0",
         ),
+        (
+            b"ERROR:    (Worker_TP1 pid=3534) ERROR 10-11 22:28:17 [multiproc_executor.py:694] "
+            b"RuntimeError: Could not find nvcc",
+            "RuntimeError: Could not find nvcc",
+            "TP1",
+        ),
+        (b"38.24.611.612 E CUDA error: x", "CUDA error: x", None),
+        (b"[4711] 38.24.611.612 E msg", "msg", None),
     ],
 )
 def test_prefixes_are_peeled(raw: bytes, text: str, rank: str | None) -> None:
