@@ -132,3 +132,26 @@ def test_a_flag_that_turns_warm_up_off_does_not_date_the_failure() -> None:
     assert Change("env", "HSA_OVERRIDE_GFX_VERSION", "11.5.0") in [
         c for h in d.hypotheses for c in h.changes
     ]
+
+
+def test_a_fault_located_in_a_kernel_library_offers_another_release_of_it() -> None:
+    log = VLLM + _traceback(
+        ("vllm/v1/worker/gpu_model_runner.py", "execute_model"),
+        ("flashinfer/decode.py", "run"),
+        error="RuntimeError: Error in function 'BatchDecodeWithPagedKVCacheRun' at decode.cuh:7",
+    )
+    d = diagnose_text(log)
+    assert d.culprit == "flashinfer"
+    packages = _packages(d.hypotheses)
+    assert ("flashinfer-python", "another release") in packages
+    # among the first three, above the engine's own release (the less specific suspect)
+    assert ("flashinfer-python", "another release") in _packages(d.hypotheses[:3])
+    assert ("vllm", "the release before 0.11.0") not in _packages(d.hypotheses[:3])
+
+
+def test_no_library_release_for_a_binary_server_or_a_missing_arch() -> None:
+    arch = (
+        "CUDA Error: no kernel image is available for execution on the device (209) "
+        "/tmp/build/flashinfer-0.1.4/include/flashinfer/attention/handler.cuh: line 169\n"
+    )
+    assert ("flashinfer-python", "another release") not in _packages(diagnose_text(arch).hypotheses)

@@ -14,7 +14,12 @@ from servedoctor.diagnose.hypotheses import fill_up, from_hits, localise, rank, 
 from servedoctor.diagnose.locate import frames_near, locate
 from servedoctor.diagnose.match import Hit, match_rules
 from servedoctor.diagnose.observe import Observations, Text, observe
-from servedoctor.diagnose.owner import culprit_build, engine_release, owner_hypotheses
+from servedoctor.diagnose.owner import (
+    culprit_build,
+    culprit_release,
+    engine_release,
+    owner_hypotheses,
+)
 from servedoctor.errors import UserError
 from servedoctor.knowledge.registry import Registry, default_registry
 from servedoctor.logs.events import Event, extract
@@ -362,6 +367,9 @@ def diagnose_observations(
     releases = engine_release(
         frames, error_class=error_class, engine=obs.engine, engine_version=obs.engine_version
     )
+    library = culprit_release(error_class, culprit, obs.engine)
+    if library is not None:
+        releases.insert(0, library)
     hypotheses = fill_up(hypotheses, [*fallbacks, *releases])
     fallback_ids = {h.rule.id for h in fallback_hits}
 

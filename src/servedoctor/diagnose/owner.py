@@ -38,6 +38,10 @@ from servedoctor.model import Change, Hypothesis
 RAISER_CONFIDENCE = 0.32
 #: Confidence of "the engine's release": a fill-in when nothing more specific is left.
 ENGINE_RELEASE_CONFIDENCE = 0.09
+#: Confidence of "the located kernel library's release": above the class's third generic
+#: switch. Kernel libraries change kernels every release, and in the public threads the
+#: confirmed fix for a fault located in one is most often another release of it.
+CULPRIT_RELEASE_CONFIDENCE = 0.22
 
 
 #: Classes where an engine release is a plausible cause; a taken port, a missing package or
@@ -204,5 +208,29 @@ def culprit_build(error_class: str, culprit: str | None, engine: str | None) -> 
         references=(
             "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#binary-compatibility",
         ),
+        rule=None,
+    )
+
+
+def culprit_release(error_class: str, culprit: str | None, engine: str | None) -> Hypothesis | None:
+    """Another release of the kernel library the failure was located in: kernel libraries
+    (flashinfer, FlashAttention, Triton) change kernels between releases, and a regression or
+    a fix of one is the commonest confirmed change for their faults."""
+    package = package_of_kernel_library(culprit)
+    spec = all_engines().get(engine or "")
+    if (
+        error_class not in RELEASE_CLASSES
+        or error_class == "arch_unsupported"  # a build with the arch, not another release
+        or package is None
+        or (spec is not None and (spec.native or spec.distribution == package))
+    ):
+        return None
+    return Hypothesis(
+        id="OWNER.5",
+        cause=f"A regression or bug of the installed {package}: the failing code is its kernels.",
+        confidence=CULPRIT_RELEASE_CONFIDENCE,
+        changes=(Change(kind="package", name=package, value=ANOTHER_RELEASE),),
+        why=f"the failure was located in {culprit}'s code",
+        references=("https://packaging.python.org/en/latest/specifications/version-specifiers/",),
         rule=None,
     )
