@@ -111,3 +111,56 @@ def test_a_native_backtrace_alone_is_a_crash_located_by_its_frames() -> None:
 
 def test_one_native_frame_is_not_a_crash() -> None:
     assert diagnose_text("#3 some_function(int)\n").error_class is None
+
+
+def test_without_the_command_a_switch_the_failure_shows_on_is_offered_for_removal() -> None:
+    d = diagnose_text(KOBOLD + "ggml/src/ggml-cuda/fattn.cu:110: fatal error\n")
+    change = d.hypotheses[0].changes[0]
+    assert (change.name, change.value) == ("--flashattention", REMOVE)
+
+
+def test_with_the_command_known_a_switch_it_lacks_is_not_removed() -> None:
+    d = diagnose_text(
+        KOBOLD + "ggml/src/ggml-cuda/fattn.cu:110: fatal error\n",
+        command_flags={"--contextsize": "4096"},
+    )
+    assert "--flashattention" not in [c.name for h in d.hypotheses for c in h.changes]
+
+
+LLAMA_WARMUP = (
+    "llama_context: n_ctx = 4096\n"
+    "common_init_from_params: warming up the model with an empty run - please wait ... "
+    "(--no-warmup to disable)\n"
+)
+
+
+def test_llama_cpp_kernel_errors_before_it_listens_are_its_warm_up() -> None:
+    log = LLAMA_WARMUP + (
+        "CUDA error: invalid resource handle\n"
+        "  current device: 0, in function ggml_cuda_compute_forward at ggml/src/ggml-cuda/ggml-cuda.cu:2738\n"
+    )
+    assert diagnose_text(log).phase == "warmup"
+
+
+def test_after_it_listens_they_are_serving_and_prompt_processing_is_prefill() -> None:
+    listening = LLAMA_WARMUP + "main: server is listening on http://127.0.0.1:8080\n"
+    crash = "ggml/src/ggml-cuda/fattn.cu:110: fatal error\n"
+    assert diagnose_text(listening + crash).phase == "serving"
+    prompt = "slot update_slots: id  0 | task 0 | prompt processing progress, n_past = 4096\n"
+    assert diagnose_text(listening + prompt + crash).phase == "prefill"
+
+
+def test_a_sycl_error_is_a_failure_located_by_its_function() -> None:
+    log = (
+        "SYCL error: CHECK_TRY_ERROR(dpct::gemm_batch(*main_stream, trans, nontrans))\n"
+        "  in function ggml_sycl_mul_mat_batched_sycl at ggml/src/ggml-sycl.cpp:3438\n"
+    )
+    d = diagnose_text(log)
+    assert (d.error_class, d.phase, d.component) == ("other", "serving", "gemm_quant")
+
+
+def test_a_placeholder_named_triton_backend_is_not_sglangs_triton_attention() -> None:
+    log = "E0101 failed to load 'tensorrt_llm' version 1: unable to find backend '${triton_backend}'\n"
+    d = diagnose_text(log)
+    assert d.culprit != "triton"
+    assert d.phase == "load"

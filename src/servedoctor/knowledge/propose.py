@@ -29,6 +29,9 @@ class Setting:
     #: does the server itself show this spelling in effect (its config dump)? By default:
     #: whatever has a value (a command the user typed).
     shown: Callable[[str], bool] | None = None
+    #: are the server's flags known (its command, its config dump)? When they are not (a log
+    #: excerpt), a switch the failure shows on can only be proposed as "take it away".
+    flags_known: bool = True
 
     def in_effect(self, name: str) -> bool:
         if self.shown is not None:
@@ -92,7 +95,9 @@ def _from_knob(spec: ChangeSpec, groups: Mapping[str, str], setting: Setting) ->
     value = kind.check(raw if kind.value != "none" else None)
     if value is None:
         return None
-    present = target is not None and setting.value_of(target) not in (None, "false", "False")
+    present = not setting.flags_known or (
+        target is not None and setting.value_of(target) not in (None, "false", "False")
+    )
     return spell(
         knob_id,
         value or None,
