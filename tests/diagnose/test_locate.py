@@ -187,3 +187,14 @@ def test_a_model_that_was_running_is_serving() -> None:
     )
     d = diagnose_text(text)
     assert (d.error_class, d.phase) == ("cuda_oom", "serving")
+
+
+def test_torch_compiled_code_failing_is_graph_capture_not_start_up() -> None:
+    text = tb(
+        "vllm/v1/worker/gpu_worker.py:determine_available_memory",
+        "vllm/v1/worker/gpu_model_runner.py:profile_run",
+        "torch/fx/graph_module.py:__call__",
+        "torch/_inductor/output_code.py:__call__",
+        error="ValueError: too many values to unpack (expected 12)",
+    )
+    assert diagnose_text(text).phase == "graph_capture"

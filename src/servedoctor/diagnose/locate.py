@@ -170,7 +170,10 @@ def _warmup_refinement(obs: Observations, phase: str, root: Event | None) -> str
         return phase
     before = [p for p in obs.phases if p.line <= root.line]
     saw_warmup = any(p.fields["phase"] == "warmup" for p in before)
-    saw_ready = any(p.fields.get("label") == "ready" for p in before)
+    saw_ready = any(
+        p.fields.get("label") == "ready" or any(r.search(p.text) for r in spec.ready_re)
+        for p in before
+    )
     return "warmup" if saw_warmup and not saw_ready else phase
 
 
@@ -211,7 +214,7 @@ def locate(
         phase = phase_default
     if phase == "serving" and phase_hint in ("prefill", "decode"):
         phase = phase_hint
-    if phase == "serving" and source == "frames":
+    if phase == "serving" and source in ("frames", "text"):
         phase = _step_marker(obs, root) or phase
     if phase in ("prefill", "decode", "serving") and source in ("marker", "frames", "text"):
         phase = _warmup_refinement(obs, phase, root)
