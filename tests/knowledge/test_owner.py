@@ -155,3 +155,11 @@ def test_no_library_release_for_a_binary_server_or_a_missing_arch() -> None:
         "/tmp/build/flashinfer-0.1.4/include/flashinfer/attention/handler.cuh: line 169\n"
     )
     assert ("flashinfer-python", "another release") not in _packages(diagnose_text(arch).hypotheses)
+
+
+def test_a_library_named_after_a_python_package_belongs_to_it() -> None:
+    from servedoctor.knowledge.facts import package_of_library
+
+    assert package_of_library("libnvinfer_plugin_tensorrt_llm.so.9") == "tensorrt-llm"
+    assert package_of_library("libtorch_cuda.so") == "torch"
+    assert package_of_library("libsomething_else.so.1") is None

@@ -81,7 +81,7 @@ def package_of_library(library: str) -> str | None:
         return None
     libs: dict[str, str | None] = _tables()["libs"]
     if m.group("name") not in libs:
-        return None
+        return _package_in_library_name(m.group("name"))
     template = libs[m.group("name")]
     if template is None:
         return None
@@ -90,6 +90,16 @@ def package_of_library(library: str) -> str | None:
             return None
         return template.replace("{major}", m.group("major"))
     return template
+
+
+def _package_in_library_name(name: str) -> str | None:
+    """A library a Python package ships in its own folder is named after it
+    (libnvinfer_plugin_tensorrt_llm → tensorrt_llm, libtorch_cuda → torch)."""
+    known: dict[str, str] = _tables()["modules"]
+    for module in sorted(known, key=len, reverse=True):
+        if len(module) > 3 and re.search(rf"(?:^|_){re.escape(module)}(?:_|$)", name):
+            return known[module]
+    return None
 
 
 _MANGLED = re.compile(r"^_ZN[KVrO]*(?P<len>\d+)(?P<rest>\w+)$")
