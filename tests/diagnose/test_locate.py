@@ -198,3 +198,11 @@ def test_torch_compiled_code_failing_is_graph_capture_not_start_up() -> None:
         error="ValueError: too many values to unpack (expected 12)",
     )
     assert diagnose_text(text).phase == "graph_capture"
+
+
+def test_a_message_about_something_captured_in_a_graph_is_graph_capture() -> None:
+    line = (
+        "NCCL WARN NCCL cannot be captured in a graph if either it wasn't built with CUDA "
+        "runtime >= 11.3 or if the installed CUDA driver < R465.\n"
+    )
+    assert diagnose_text(line).phase == "graph_capture"
