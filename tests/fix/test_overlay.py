@@ -159,3 +159,33 @@ def test_a_shell_line_runs_as_written(tmp_path: Path) -> None:
     line = shell_line([sys.executable, "-c", script, "two words $(x)"], {"A": "***; echo"})
     subprocess.run(["sh", "-c", line], check=True)
     assert out.read_text() == "***; echo|two words $(x)"
+
+
+def test_prune_removes_unused_overlays_and_dead_builds_and_nothing_else(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "1.0")
+    _wheel(wheels, "2.0")
+    cache = tmp_path / "cache"
+    overlays = Overlays(sys.executable, cache=cache,
+                        pip_args=["--no-index", "--find-links", str(wheels)])  # fmt: skip
+    old, fresh = overlays.path_for("sdfake==1.0"), overlays.path_for("sdfake==2.0")
+    month_ago = os.stat(old).st_mtime - 40 * 86400
+    os.utime(old / ".servedoctor-overlay", (month_ago, month_ago))
+    dead_build = cache / "build-x1"
+    dead_build.mkdir()
+    os.utime(dead_build, (month_ago, month_ago))
+    live_build = cache / "build-x2"
+    live_build.mkdir()
+    someone_elses = cache / "notes"
+    someone_elses.mkdir()
+    os.utime(someone_elses, (month_ago, month_ago))
+
+    removed = overlays.prune()
+
+    assert sorted(removed) == sorted([old, dead_build])
+    assert fresh.is_dir() and live_build.is_dir() and someone_elses.is_dir()
+    # using an overlay again keeps it: its marker's time is the last use
+    os.utime(fresh / ".servedoctor-overlay", (month_ago, month_ago))
+    assert overlays.path_for("sdfake==2.0") == fresh
+    assert overlays.prune() == []

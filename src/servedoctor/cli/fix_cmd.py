@@ -403,6 +403,8 @@ def fix(
     elif server is not None and (warning := server.warning()) and not (quiet or json_out):
         err.print(f"warning: {warning}", highlight=False, markup=False, soft_wrap=True)
     overlays = Overlays(python) if packages else None
+    if overlays is not None:
+        overlays.prune()  # overlays unused for a month, builds a dead session left
     moved_env = env_diff(fs, cmd, python) if packages else None
     moved = moved_env.changes() if moved_env else []
     if moved_env and not (quiet or json_out):

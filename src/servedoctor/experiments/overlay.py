@@ -30,6 +30,10 @@ __all__ = ["OverlayError", "Overlays", "default_cache", "requirement_of"]
 
 _BARE_VERSION = re.compile(r"^\d+(?:\.\d+)*(?:[-+._]?\w+)*$")
 _MARKER = ".servedoctor-overlay"
+#: An overlay no trial used for this long is removed when a session starts.
+UNUSED_DAYS = 30
+#: A build directory this old was left by a session that died mid-build.
+STALE_BUILD_S = 24 * 3600
 
 
 class OverlayError(UserError):
@@ -69,6 +73,7 @@ class Overlays:
         key = hashlib.sha256(f"{self.python}\0{requirement}".encode()).hexdigest()[:16]
         final = self.cache / key
         if (final / _MARKER).is_file():
+            os.utime(final / _MARKER)  # used: kept by prune()
             return final
         self.cache.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
@@ -91,6 +96,29 @@ class Overlays:
             shutil.rmtree(work, ignore_errors=True)
         self.built[requirement] = time.monotonic() - started
         return final
+
+    def prune(self, *, now: float | None = None) -> list[Path]:
+        """Remove overlays no trial used for :data:`UNUSED_DAYS` and build directories a
+        dead session left behind; anything else in the cache folder is left alone."""
+        if not self.cache.is_dir():
+            return []
+        now = time.time() if now is None else now
+        removed: list[Path] = []
+        for entry in self.cache.iterdir():
+            marker = entry / _MARKER
+            try:
+                if marker.is_file():
+                    stale = now - marker.stat().st_mtime > UNUSED_DAYS * 86400
+                elif entry.is_dir() and entry.name.startswith("build-"):
+                    stale = now - entry.stat().st_mtime > STALE_BUILD_S
+                else:
+                    continue
+            except OSError:
+                continue
+            if stale:
+                shutil.rmtree(entry, ignore_errors=True)
+                removed.append(entry)
+        return removed
 
     def environment(
         self, changes: Sequence[Change], env: Mapping[str, str], base: Mapping[str, str]
