@@ -41,6 +41,11 @@ class Spelling(_Strict):
         default=None, description="engine-neutral choice → this engine's word; others unsupported"
     )
     remove: bool = Field(default=False, description="the knob is 'take this flag away'")
+    default: str | None = Field(
+        default=None,
+        description="the engine's own value when the command does not set it (what a "
+        "'{current/2}' step starts from)",
+    )
     versions: str = Field(default="", description="PEP 440 range where this spelling holds")
 
     @model_validator(mode="after")
@@ -204,6 +209,17 @@ def current_flag(
     """The flag or variable whose value in effect is the knob's current setting."""
     spelling = choose(knob_id, engine, version, in_effect)
     return spelling.target if spelling is not None else None
+
+
+def engine_default(
+    knob_id: str,
+    engine: str | None,
+    version: str | None,
+    in_effect: Callable[[str], bool] | None = None,
+) -> str | None:
+    """The engine's own value of the knob's spelling when nothing sets it, if documented."""
+    spelling = choose(knob_id, engine, version, in_effect)
+    return spelling.default if spelling is not None else None
 
 
 def _choice_ok(engine: str | None, version: str | None, spelling: Spelling, word: str) -> bool:

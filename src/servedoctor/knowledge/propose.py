@@ -12,8 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from servedoctor.engines import all_engines
-from servedoctor.engines.adapter import current_flag, spell
+from servedoctor.engines.adapter import current_flag, engine_default, spell
 from servedoctor.engines.inventory import inventory
+from servedoctor.knowledge.facts import is_system_package
 from servedoctor.knowledge.knobs import fill, free_port, knob, vocabulary
 from servedoctor.knowledge.schema import ChangeSpec
 from servedoctor.model import REMOVE, Change
@@ -49,11 +50,12 @@ def propose(spec: ChangeSpec, groups: Mapping[str, str], setting: Setting) -> Ch
 
 
 def _not_installable(change: Change, setting: Setting) -> bool:
-    """A Python package change for a server that is one compiled binary (llama.cpp, Ollama)."""
+    """A Python package change for a server that is one compiled binary (llama.cpp, Ollama);
+    the system stacks it runs on (ROCm) still apply."""
     spec = all_engines().get(setting.engine or "")
     if spec is None or not spec.native or change.kind != "package":
         return False
-    return change.name != spec.distribution
+    return change.name != spec.distribution and not is_system_package(change.name)
 
 
 def fill_text(template: str, groups: Mapping[str, str], setting: Setting) -> str:
@@ -85,9 +87,15 @@ def _from_knob(spec: ChangeSpec, groups: Mapping[str, str], setting: Setting) ->
         return None
     kind = knob(knob_id)
     target = current_flag(knob_id, setting.engine, setting.version, setting.in_effect)
-    raw = fill(spec.value, groups, lambda key: _lookup(key, target, setting))
+    own = engine_default(knob_id, setting.engine, setting.version, setting.in_effect)
+
+    def lookup(key: str) -> str | None:
+        found = _lookup(key, target, setting)
+        return own if found is None and key == "current" else found
+
+    raw = fill(spec.value, groups, lookup)
     if raw is None and spec.default is not None:
-        raw = fill(spec.default, groups, lambda key: _lookup(key, target, setting))
+        raw = fill(spec.default, groups, lookup)
     if raw is None and kind.value == "port":
         raw = free_port()
     if raw is None and kind.value not in ("none",):
