@@ -164,3 +164,25 @@ def test_a_placeholder_named_triton_backend_is_not_sglangs_triton_attention() ->
     d = diagnose_text(log)
     assert d.culprit != "triton"
     assert d.phase == "load"
+
+
+def test_a_step_halves_the_engines_own_default_when_the_command_does_not_set_it() -> None:
+    d = diagnose_text(
+        "ggml_cuda_init: found 1 ROCm devices:\n"
+        "ggml/src/ggml-cuda/ggml-cuda.cu:359: HipVMM Failure: out of memory\n"
+    )
+    changes = [(c.name, c.value) for h in d.hypotheses for c in h.changes]
+    assert ("--ubatch-size", "256") in changes  # llama.cpp's own 512, halved
+
+
+def test_a_binary_server_still_gets_the_system_stack_it_runs_on() -> None:
+    log = (
+        "ggml_cuda_init: found 1 ROCm devices:\n"
+        "Segmentation fault (core dumped)\n"
+        "segfault at 10 ip 7f11 sp 7ffd error 4 in libamd_comgr.so.3.0\n"
+    )
+    d = diagnose_text(log)
+    assert d.engine == "llamacpp"
+    assert ("rocm", "another release") in [
+        (c.name, c.value) for h in d.hypotheses for c in h.changes
+    ]

@@ -8,6 +8,8 @@ costs one restart and tells which kernel really failed.
 
 from __future__ import annotations
 
+import re
+
 from servedoctor.diagnose.match import Hit
 from servedoctor.diagnose.observe import Observations, normalise_flag
 from servedoctor.knowledge.propose import Setting, fill_text, propose
@@ -123,8 +125,13 @@ def fill_up(hypotheses: list[Hypothesis], fallbacks: list[Hypothesis]) -> list[H
 
 
 def _target(change: Change) -> tuple[str, str, str | None]:
-    """What a change sets: a flag or variable once; each version of a package its own."""
-    return (change.kind, change.name, change.value if change.kind == "package" else None)
+    """What a change sets: a flag or variable once; each stated version of a package its
+    own, but a package described in words ("a release that knows this model") once."""
+    stated = change.kind == "package" and bool(_STATED_VERSION.match(change.value or ""))
+    return (change.kind, change.name, change.value if stated else None)
+
+
+_STATED_VERSION = re.compile(r"\s*(?:[<>=!~]=?\s*)?\d")
 
 
 def why_none(obs: Observations, error_class: str) -> str:

@@ -31,6 +31,7 @@ def _tables() -> dict[str, Any]:
         "api_errors": frozenset(data.get("api_errors", [])),
         "kernel_packages": data.get("kernel_packages", {}),
         "symbol_namespaces": data.get("symbol_namespaces", {}),
+        "system_packages": frozenset(data.get("system_packages", [])),
     }
 
 
@@ -38,6 +39,11 @@ def package_of_kernel_library(culprit: str | None) -> str | None:
     """The package that ships a kernel library named as a culprit (flashinfer → -python)."""
     packages: dict[str, str] = _tables()["kernel_packages"]
     return packages.get(culprit or "")
+
+
+def is_system_package(name: str) -> bool:
+    """A stack installed with the system, not pip (ROCm): it applies to binary servers too."""
+    return name in _tables()["system_packages"]
 
 
 def passes_through(distribution: str) -> bool:
