@@ -33,7 +33,8 @@ TARGETS = {
     "holdout11": (11, 0.81, 0.45, 0.81),
     "holdout12": (21, 0.57, 0.57, 0.42),
     "holdout13": (27, 0.77, 0.62, 0.66),
-    "holdout14": (16, 0.75, 0.37, 0.64),
+    "holdout14": (16, 0.75, 0.43, 0.71),
+    "holdout15": (10, 0.80, 0.20, 0.50),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -44,7 +45,8 @@ FIX_TARGETS = {
     "holdout11": 0.45,
     "holdout12": 0.35,
     "holdout13": 0.44,
-    "holdout14": 0.21,
+    "holdout14": 0.28,
+    "holdout15": 0.22,
 }
 
 
@@ -62,6 +64,6 @@ def test_holdout_corpus_accuracy_meets_targets(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(FIX_TARGETS))
 def test_confirmed_fix_is_among_the_first_three_hypotheses(name: str) -> None:
     score = evaluate(CORPUS / name)
-    assert score.fixes >= 10
+    assert score.fixes >= TARGETS[name][0] - 2  # a case or two confirm a config change
     assert (score.fix_at_3() or 0) >= FIX_TARGETS[name]
     assert score.flags_valid == score.flags_proposed, "a proposed flag the engine lacks"
