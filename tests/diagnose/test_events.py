@@ -197,3 +197,27 @@ def test_gdb_backtrace_lines_are_native_frames_innermost_first() -> None:
     assert stack.frames[-1].func.startswith("__GI___wait4")  # innermost is printed first
     assert stack.text.startswith("__GI___wait4")
     assert all(f.file == "<native>" for f in stack.frames)
+
+
+WRAPPED = """\
+tabbyapi-1  | ERROR:      File "/usr/local/lib/python3.10/dist-packages/exllamav2/config.py",
+tabbyapi-1  | line 378, in prepare
+tabbyapi-1  | ERROR:        raise ValueError(f" ## Could not find {prefix}.* in model")
+tabbyapi-1  | ERROR:    ValueError:  ## Could not find model.embed_tokens.* in model
+"""
+
+
+def test_a_frame_wrapped_after_its_file_is_one_frame() -> None:
+    (tb,) = only(events_of(WRAPPED), "traceback")
+    (frame,) = tb.frames
+    assert (frame.file.rsplit("/", 2)[-2:], frame.line, frame.func) == (
+        ["exllamav2", "config.py"],
+        378,
+        "prepare",
+    )
+    assert tb.fields["exc_type"] == "ValueError"
+
+
+def test_a_file_line_not_followed_by_its_line_number_is_dropped_quietly() -> None:
+    text = '  File "/x/a.py",\nRuntimeError: CUDA error: an illegal memory access was encountered\n'
+    assert only(events_of(text), "traceback")[0].fields["exc_type"] == "RuntimeError"

@@ -26,6 +26,8 @@ from servedoctor.logs.traceback import (
     EXC,
     EXC_STANDALONE,
     FRAME,
+    FRAME_HEAD,
+    FRAME_TAIL,
     KERNEL_ASSERT,
     MAX_FRAMES,
     MAX_MESSAGE_LINES,
@@ -110,14 +112,23 @@ class EventExtractor:
         self._asserts: dict[tuple[str, str], Event] = {}
         self._signal_counts: dict[tuple[str, str], int] = {}
         self._orphan_code: dict[str | None, tuple[int, str]] = {}
+        self._frame_heads: dict[str | None, str] = {}  # a frame's file, its line to come
         self._verdicts: dict[str, tuple[bool, bool, bool, bool]] = {}
         #: lines whose text went through the combined signal and marker searches
         self.screened = 0
 
     # Each handler returns True when it consumed the line.
     def feed(self, line: Line) -> Iterator[Event]:
-        text = line.text
         key = line.rank or line.source
+        head = self._frame_heads.pop(key, None)
+        if head is not None and (tail := FRAME_TAIL.match(line.text)):
+            # the rest of a frame wrapped after its file: read the two lines as one
+            joined = f'  File "{head}", line {tail.group("line")}, in {tail.group("func")}'
+            line = replace(line, text=joined)
+        elif (wrapped := FRAME_HEAD.match(line.text)) is not None:
+            self._frame_heads[key] = wrapped.group("file")
+            return
+        text = line.text
         tb = self._open.get(key)
         if tb is None:
             frequent = self._index.frequent_events(line)

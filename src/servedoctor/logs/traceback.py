@@ -13,6 +13,10 @@ TB_HEAD = re.compile(r"Traceback \(most recent call last\)")
 FRAME = re.compile(
     r'^\s*(?:[>→]\s*)?File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in | in )(?P<func>\S+)'
 )
+#: A frame wrapped after its file (narrow terminals, docker's log viewer): ``File "x.py",``
+#: then ``line N, in f`` on the next line.
+FRAME_HEAD = re.compile(r'^\s*(?:[>→]\s*)?File "(?P<file>[^"]+)",\s*$')
+FRAME_TAIL = re.compile(r"^\s*line (?P<line>\d+), in (?P<func>\S+)\s*$")
 BOX_FRAME = re.compile(r"│\s*(?P<file>[^\s│]+?):(?P<line>\d+) in (?P<func>[\w<>.]+)")
 PYSPY_FRAME = re.compile(r"^\s{2,}(?P<func>[\w<>.]+) \((?P<file>[^()\s:]+):(?P<line>\d+)\)\s*$")
 #: C++ frames: c10's ``frame #N: f``, glibc's ``N 0x... f``, gdb's ``#N  0x... in f (...)``.
