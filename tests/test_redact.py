@@ -36,6 +36,12 @@ def test_token_counts_are_not_secrets() -> None:
     ]
 
 
+def test_sglang_batch_lines_keep_their_token_counts() -> None:
+    line = "Prefill batch, #new-seq: 1, #new-token: 15, #cached-token: 0, token usage: 0.00"
+    assert redact_text(line) == line
+    assert redact_text("auth_token: abc, new_token: 15") == "auth_token: ***, new_token: 15"
+
+
 def test_env_and_text() -> None:
     env = redact_env({"HF_TOKEN": "hf_abcdefghijklmnopqrstuvwxyz", "CUDA_VISIBLE_DEVICES": "0"})
     assert env == {"HF_TOKEN": MASK, "CUDA_VISIBLE_DEVICES": "0"}

@@ -41,8 +41,13 @@ _SECRET_PAIRS = frozenset({("api", "key"), ("private", "key"), ("access", "key")
 #: Words that are secret only as the last segment: ``hf_token``, ``auth`` — but not
 #: ``token_usage``, ``tokens``, ``tokenizer``.
 _SECRET_LAST = frozenset({"token", "auth"})
-#: ``<word>_token`` names a vocabulary entry, not a credential (``eos_token='</s>'``).
-_VOCABULARY = frozenset({"bos", "eos", "pad", "unk", "sep", "cls", "mask", "stop", "special"})
+#: ``<word>_token`` names a vocabulary entry (``eos_token='</s>'``) or counts tokens
+#: (SGLang's ``#new-token: 15, #cached-token: 0``), not a credential.
+_VOCABULARY = frozenset(
+    {"bos", "eos", "pad", "unk", "sep", "cls", "mask", "stop", "special"}
+    | {"new", "cached", "num", "max", "total", "input", "output", "prompt", "completion"}
+    | {"generated", "first", "next", "per", "last"}
+)
 
 #: One segment of a name: ``HFToken`` → ``HF``, ``Token``; ``api_key`` → ``api``, ``key``.
 _SEGMENT = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
