@@ -96,7 +96,9 @@ class Launcher:
         if proc.returncode == 0 and READY in proc.stdout:
             self.seconds += HEALTHY_SECONDS
             return LaunchReport("healthy", None, HEALTHY_SECONDS, exit_code=0, run_dir=str(run_dir))
-        diagnosis = diagnose_path(log, command_flags=command_flags(argv, env))
+        # as launch does: the engine is the command's (the stand-in runs SGLang's command
+        # line), whatever server wrote the replayed log
+        diagnosis = diagnose_path(log, engine="sglang", command_flags=command_flags(argv, env))
         took = float(PHASE_SECONDS.get(diagnosis.phase or "", 60))
         self.seconds += took
         return LaunchReport("failed", diagnosis, took, exit_code=proc.returncode,
@@ -254,7 +256,7 @@ def run_all_then_revert(runner: TrialRunner) -> Outcome:
 # -- driver ----------------------------------------------------------------------------
 def points_at_trigger(corpus: Path, fault: Mapping[str, Any]) -> bool:
     """Does the real diagnosis of the fault's log propose a change to its trigger?"""
-    d = diagnose_path(corpus / fault["case"] / "log.txt")
+    d = diagnose_path(corpus / fault["case"] / "log.txt", engine="sglang")
     names = trigger_names(fault)
     return any(c.name in names for h in d.hypotheses for c in h.changes)
 

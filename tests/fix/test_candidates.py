@@ -109,3 +109,31 @@ def test_a_rule_candidate_names_the_located_culprit_not_a_placeholder() -> None:
                              base_cost_s=10)  # fmt: skip
     (sdpa,) = [c for c in cands if c.change.value == "sdpa"]
     assert "flash-attn" in sdpa.why and "{" not in sdpa.why
+
+
+def test_two_spellings_of_one_knob_are_one_trial_in_the_commands_spelling() -> None:
+    cmd = [*CMD, "--cuda-graph-max-bs", "256"]
+    d = diag(
+        "cuda_oom",
+        "graph_capture",
+        (Change("flag", "--cuda-graph-max-bs-decode", "32"), 0.3),
+        (Change("flag", "--cuda-graph-max-bs", "32"), 0.2),
+        (Change("flag", "--cuda-graph-backend-decode", "disabled"), 0.25),
+        (Change("flag", "--disable-cuda-graph", None), 0.2),
+    )
+    cands = build_candidates(diagnosis=d, command=parse(cmd), base_cost_s=10, rules=EMPTY)
+    changes = [c.change for c in cands if c.change.value != REMOVE]
+    assert Change("flag", "--cuda-graph-max-bs", "32") in changes  # the command's spelling
+    assert Change("flag", "--cuda-graph-max-bs-decode", "32") not in changes
+    merged = next(c for c in cands if c.change.name == "--cuda-graph-max-bs")
+    alone = diag("cuda_oom", "graph_capture", (Change("flag", "--cuda-graph-max-bs", "32"), 0.3))
+    (expected,) = [
+        c
+        for c in build_candidates(diagnosis=alone, command=parse(cmd), base_cost_s=10, rules=EMPTY)
+        if c.change.value != REMOVE
+    ]
+    assert merged.prior == expected.prior  # the more confident proposal's weight stays
+    graphs_off = [
+        c for c in changes if c.name in ("--cuda-graph-backend-decode", "--disable-cuda-graph")
+    ]
+    assert len(graphs_off) == 1  # a switch: its spellings' values differ, the trial is one

@@ -18,9 +18,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from servedoctor.engines.adapter import knobs_of
 from servedoctor.experiments.command import (
     CommandLike,
     SetFlag,
@@ -31,6 +32,7 @@ from servedoctor.experiments.command import (
 )
 from servedoctor.experiments.overlay import requirement_of
 from servedoctor.experiments.policy import Policy, default_policy
+from servedoctor.knowledge.knobs import knob
 from servedoctor.knowledge.propose import Setting, fill_text, propose
 from servedoctor.knowledge.registry import Registry, default_registry
 from servedoctor.model import REMOVE, Change, Diagnosis
@@ -208,9 +210,10 @@ def build_candidates(
             rule=rule,
             runnable=change.kind != "package" or (packages and requirement_of(change) is not None),
         )
-        key = change_key(change)
-        if key not in found or found[key].prior < cand.prior:
-            found[key] = cand
+        key = _knob_key(change, command.engine) or change_key(change)
+        held = found.get(key)
+        if held is None or _better(cand, held, flags):
+            found[key] = replace(cand, prior=max(cand.prior, held.prior)) if held else cand
 
     setting = Setting(
         engine=command.engine,
@@ -280,6 +283,27 @@ def build_candidates(
         add(Change("flag", flag.name, REMOVE), conf, "drop-flag", why, None)
 
     return rank(found.values())
+
+
+def _knob_key(change: Change, engine: str | None) -> tuple[str, str, str | None] | None:
+    """Two spellings of one knob (``--cuda-graph-max-bs 32`` and ``--cuda-graph-max-bs-decode
+    32``) are one trial: the knob and its value, the value left out for a switch."""
+    if change.kind not in ("flag", "env") or change.value == REMOVE:
+        return None
+    knobs = knobs_of(change.name, engine)
+    if len(knobs) != 1:
+        return None
+    (knob_id,) = knobs
+    return ("knob", knob_id, None if knob(knob_id).value == "none" else change.value)
+
+
+def _better(new: Candidate, held: Candidate, flags: Iterable[SetFlag]) -> bool:
+    """Of two candidates for one trial: the spelling the command already uses, else the
+    more likely one."""
+    in_command = {f.name for f in flags}
+    if (new.change.name in in_command) != (held.change.name in in_command):
+        return new.change.name in in_command
+    return new.prior > held.prior
 
 
 def rank(candidates: Iterable[Candidate]) -> list[Candidate]:

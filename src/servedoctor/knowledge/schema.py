@@ -177,7 +177,8 @@ class Rule(_Strict):
             if self.match or not (self.when.error_class or located):
                 raise ValueError(f"fallback rule {self.id}: when.error_class/component, no match")
             return self
-        if not (self.match or self.when.flags or self.when.arch or located):
+        staged = bool(self.when.phase and self.when.error_class)  # a class in a phase
+        if not (self.match or self.when.flags or self.when.arch or located or staged):
             raise ValueError(f"rule {self.id} has neither a line signature nor a condition")
         if located and not self.when.error_class:
             raise ValueError(
