@@ -168,6 +168,7 @@ def build_candidates(
     history = history or {}
     env = {**(os.environ if environ is None else environ), **command.env}
     flags = set_flags(command)
+    in_command = {f.name for f in flags}
     t_fail = max(base_cost_s, policy.min_cost_s)
     t_ok = t_fail * policy.healthy_factor + policy.healthy_extra_s
 
@@ -212,7 +213,7 @@ def build_candidates(
         )
         key = _knob_key(change, command.engine) or change_key(change)
         held = found.get(key)
-        if held is None or _better(cand, held, flags):
+        if held is None or _better(cand, held, in_command):
             found[key] = replace(cand, prior=max(cand.prior, held.prior)) if held else cand
 
     setting = Setting(
@@ -297,10 +298,9 @@ def _knob_key(change: Change, engine: str | None) -> tuple[str, str, str | None]
     return ("knob", knob_id, None if knob(knob_id).value == "none" else change.value)
 
 
-def _better(new: Candidate, held: Candidate, flags: Iterable[SetFlag]) -> bool:
+def _better(new: Candidate, held: Candidate, in_command: set[str]) -> bool:
     """Of two candidates for one trial: the spelling the command already uses, else the
     more likely one."""
-    in_command = {f.name for f in flags}
     if (new.change.name in in_command) != (held.change.name in in_command):
         return new.change.name in in_command
     return new.prior > held.prior

@@ -10,6 +10,7 @@ requirement, so a second trial of the same version costs nothing.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -73,7 +74,8 @@ class Overlays:
         key = hashlib.sha256(f"{self.python}\0{requirement}".encode()).hexdigest()[:16]
         final = self.cache / key
         if (final / _MARKER).is_file():
-            os.utime(final / _MARKER)  # used: kept by prune()
+            with contextlib.suppress(OSError):  # a read-only cache still serves
+                os.utime(final / _MARKER)  # used: kept by prune()
             return final
         self.cache.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
