@@ -200,28 +200,6 @@ def spell(
     return Change(kind=kind, name=spelling.target, value=word)
 
 
-def current_flag(
-    knob_id: str,
-    engine: str | None,
-    version: str | None,
-    in_effect: Callable[[str], bool] | None = None,
-) -> str | None:
-    """The flag or variable whose value in effect is the knob's current setting."""
-    spelling = choose(knob_id, engine, version, in_effect)
-    return spelling.target if spelling is not None else None
-
-
-def engine_default(
-    knob_id: str,
-    engine: str | None,
-    version: str | None,
-    in_effect: Callable[[str], bool] | None = None,
-) -> str | None:
-    """The engine's own value of the knob's spelling when nothing sets it, if documented."""
-    spelling = choose(knob_id, engine, version, in_effect)
-    return spelling.default if spelling is not None else None
-
-
 def _choice_ok(engine: str | None, version: str | None, spelling: Spelling, word: str) -> bool:
     inv = inventory(engine) if engine else None
     if inv is None or spelling.flag is None:

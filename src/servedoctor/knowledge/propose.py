@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from servedoctor.engines import all_engines
-from servedoctor.engines.adapter import current_flag, engine_default, spell
+from servedoctor.engines.adapter import choose, spell
 from servedoctor.engines.inventory import inventory
 from servedoctor.knowledge.facts import is_system_package
 from servedoctor.knowledge.knobs import fill, free_port, knob, vocabulary
@@ -86,8 +86,9 @@ def _from_knob(spec: ChangeSpec, groups: Mapping[str, str], setting: Setting) ->
     if knob_id is None:
         return None
     kind = knob(knob_id)
-    target = current_flag(knob_id, setting.engine, setting.version, setting.in_effect)
-    own = engine_default(knob_id, setting.engine, setting.version, setting.in_effect)
+    chosen = choose(knob_id, setting.engine, setting.version, setting.in_effect)
+    target = chosen.target if chosen is not None else None
+    own = chosen.default if chosen is not None else None  # the engine's value when unset
 
     def lookup(key: str) -> str | None:
         found = _lookup(key, target, setting)
