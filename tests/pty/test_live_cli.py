@@ -106,9 +106,11 @@ def test_launch_ctrl_c_at_each_stage_leaves_no_process(
     if stage == "attached":  # healthy until stopped: that is how an attached run ends
         assert code == 0, text[-2000:]
         assert "HEALTHY" in text and "stopped by SIGINT" in text
-        # Ctrl-C dropped none of what was printed above the panel (the terminal's NOFLSH)
+        # Ctrl-C dropped none of what was printed above the panel (the terminal's NOFLSH);
+        # the panel's own last frame can be mid-redraw when the signal lands, so its
+        # attached line is checked in what was drawn, not on the final screen
         screen = term.screen()
-        assert any("attached, probes every 30 s" in line for line in screen), screen
+        assert "attached, probes every 30 s" in text
         assert any(line.startswith("✓ smoke:") for line in screen), screen
         assert run["outcome"] == "healthy" and run["stopped_by"] == "SIGINT"
     else:
