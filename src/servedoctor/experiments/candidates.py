@@ -169,6 +169,10 @@ def build_candidates(
     env = {**(os.environ if environ is None else environ), **command.env}
     flags = set_flags(command)
     in_command = {f.name for f in flags}
+    chosen = _chosen_knobs(command, in_command)
+    # an asynchronous error surfaces at a sync point: which setting it implicates is not
+    # known until the probe localises it, so a setting the user chose earns nothing yet
+    is_async = diagnosis.error_class in policy.async_error_classes
     t_fail = max(base_cost_s, policy.min_cost_s)
     t_ok = t_fail * policy.healthy_factor + policy.healthy_extra_s
 
@@ -197,8 +201,12 @@ def build_candidates(
             key = change_key(change)
             suggested_probes[key] = max(confidence, suggested_probes.get(key, 0.0))
             return
-        past = history.get(change, ChangeHistory())
-        prior = max(0.0, min(1.0, confidence)) * past.rate
+        confidence = max(0.0, min(1.0, confidence))
+        if not is_async and _retunes(change, command, chosen):
+            confidence = _raise_odds(confidence, policy.chosen_setting_odds)
+            why = f"{why} (the command sets it)"
+        past = history.get(change, ChangeHistory())  # this machine's record weighs in last
+        prior = confidence * past.rate
         if past.tries:
             why = f"{why} (fixed {past.successes} of {past.tries} times before)"
         cand = Candidate(
@@ -255,11 +263,11 @@ def build_candidates(
                 change, policy.finding_confidence, "finding", "a past finding on this machine", None
             )
 
-    is_async = diagnosis.error_class in policy.async_error_classes
     for probe in policy.probes:
         change = probe.to_change()
         key = change_key(change)
-        if _is_noop(change, flags, env, command) or not (is_async or key in suggested_probes):
+        wanted = (is_async and probe.for_async) or key in suggested_probes
+        if _is_noop(change, flags, env, command) or not wanted:
             continue
         found[key] = Candidate(
             change=change,
@@ -268,7 +276,8 @@ def build_candidates(
             source="probe",
             why=probe.why,
             # full value for an asynchronous error; otherwise as much as the rule trusts it
-            value=policy.probe_value * (1.0 if is_async else suggested_probes[key]),
+            value=policy.probe_value
+            * (1.0 if is_async and probe.for_async else suggested_probes[key]),
         )
 
     keep = set(policy.keep_flags)
@@ -284,6 +293,30 @@ def build_candidates(
         add(Change("flag", flag.name, REMOVE), conf, "drop-flag", why, None)
 
     return rank(found.values())
+
+
+def _chosen_knobs(command: CommandLike, in_command: set[str]) -> set[str]:
+    """The settings the user chose: flag and env names set on the command line, and the
+    knobs they spell."""
+    names = in_command | set(command.env)
+    return names | {k for name in names for k in knobs_of(name, command.engine)}
+
+
+def _retunes(change: Change, command: CommandLike, chosen: set[str]) -> bool:
+    """Does ``change`` give a new value to a setting the command chose (in any spelling)?
+    An engine's defaults work on most machines; a value the user picked is the likelier
+    culprit when a rule proposes moving it."""
+    if change.kind not in ("flag", "env") or change.value == REMOVE:
+        return False
+    name = canonical(command, change.name) if change.kind == "flag" else change.name
+    return name in chosen or bool(knobs_of(change.name, command.engine) & chosen)
+
+
+def _raise_odds(prior: float, factor: float) -> float:
+    if prior <= 0.0 or prior >= 1.0:
+        return prior
+    odds = prior / (1.0 - prior) * factor
+    return odds / (1.0 + odds)
 
 
 def _knob_key(change: Change, engine: str | None) -> tuple[str, str, str | None] | None:

@@ -20,6 +20,8 @@ class ProbeSpec(BaseModel):
     name: str
     value: str | None = None
     why: str
+    #: run for every asynchronous CUDA error; otherwise only where a fired rule suggests it
+    for_async: bool = False
 
     def to_change(self) -> Change:
         return Change(kind=self.kind, name=self.name, value=self.value)
@@ -36,6 +38,7 @@ class Policy(BaseModel):
     drop_flag_prior_mentioned: float = Field(ge=0, le=1)
     drop_flag_prior_rule_condition: float = Field(ge=0, le=1)
     finding_confidence: float = Field(ge=0, le=1)
+    chosen_setting_odds: float = Field(ge=1)
     env_diff_prior: float = Field(ge=0, le=1)
     env_diff_prior_named: float = Field(ge=0, le=1)
     healthy_factor: float = Field(ge=1)
