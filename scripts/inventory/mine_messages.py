@@ -870,7 +870,64 @@ def extract_advice(
                 name2, flag2 = _resolve_ref(more.group(1), known)
                 if name2 in fields and flag2 in flags and name2 and flag2:
                     _add_advice(advice, {"field": name2, "flag": flag2, "direction": direction})
+    for entry in literal_settings(text, known, fields, flags):
+        _add_advice(advice, entry)
     return advice
+
+
+#: A flag written with the value to give it, as a user would type it: ``--dtype=half`` or, in
+#: quotes, ``--kv-cache-dtype fp8``. The value is literal text of the message (never a
+#: ``{group}``), so the message itself states what to set.
+LITERAL_SETTING = re.compile(
+    r"(?<![\w-])(--[a-z][a-z0-9]*(?:-[a-z0-9]+)*)=([A-Za-z0-9_.:+-]*[A-Za-z0-9_])"
+    r"|[`'\"](--[a-z][a-z0-9]*(?:-[a-z0-9]+)*) ([A-Za-z0-9_.:+-]*[A-Za-z0-9_])[`'\"]"
+)
+
+
+#: Words that make a written-out setting advice ("use --x=y", "requires --x=y", "for example:
+#: --x=y", "re-run with --x=y"); without one it names the setting that failed ("--x=y is only
+#: available on ROCm").
+SETTING_CUE = re.compile(
+    r"\b(?:use|using|set|setting|pass|passing|try|specify|specifying|requires?|required|"
+    r"for example|eg|such as|switch(?:ing)? to|(?:re-?)?(?:run|launch|start)\w*(?:\s+\w+){0,3}"
+    r"\s+with)\b",
+    re.IGNORECASE,
+)
+NEGATION = re.compile(r"\b(?:not|without|omit\w*|remov\w*|unset\w*|instead of|no longer)\b|n't\b",
+                      re.IGNORECASE)  # fmt: skip
+
+
+def _advised_setting(text: str, start: int) -> bool:
+    """Is the setting written at ``start`` advice, by a cue earlier in its own clause?"""
+    before = re.sub(r"\be\.g\.", "eg", text[:start], flags=re.IGNORECASE)
+    clause = re.split(r"[.;!?\n]", before)[-1]
+    cues = list(SETTING_CUE.finditer(clause))
+    if not cues:
+        return False
+    cue = cues[-1]
+    if len(clause) - cue.end() > 60 or NEGATION.search(clause[cue.start() :]):
+        return False
+    offset = len(before) - len(clause)
+    return not _blocked(before, offset + cue.start(), cue.group(0).split()[0])
+
+
+def literal_settings(
+    text: str, known: Known, fields: Sequence[str], flags: Sequence[str]
+) -> list[dict[str, str]]:
+    """``--flag=value`` written out as advice in the message: the engine's own spelling and
+    value."""
+    out: list[dict[str, str]] = []
+    for m in LITERAL_SETTING.finditer(text):
+        flag, value = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        if not _advised_setting(text, m.start()):
+            continue
+        name, flag_ok = _resolve_ref(flag, known)
+        if name is None or flag_ok is None or flag_ok not in flags or name not in fields:
+            continue
+        if flag_ok in known.bool_flags and value.lower() not in {"false", "true", "0", "1"}:
+            continue
+        out.append({"field": name, "flag": flag_ok, "direction": "set", "value": value})
+    return out
 
 
 def _add_advice(advice: list[dict[str, str]], entry: dict[str, str]) -> None:
@@ -879,7 +936,9 @@ def _add_advice(advice: list[dict[str, str]], entry: dict[str, str]) -> None:
         if old["flag"] != entry["flag"]:
             continue
         if old["direction"] == entry["direction"]:
-            if "value_from" in entry and "value_from" not in old:
+            if ("value_from" in entry or "value" in entry) and not (
+                "value_from" in old or "value" in old
+            ):
                 advice[i] = entry
             return
         if {old["direction"], entry["direction"]} == {"set", "enable"}:

@@ -182,3 +182,18 @@ def test_an_older_wording_is_not_matched_by_the_new_message() -> None:
     # https://github.com/vllm-project/vllm/issues/10517 (vLLM 0.6-era wording, not mined here)
     line = "The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV cache (23648). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
     assert re.search(by_key("vllm", "vllm:bc6c9c67")["pattern"], line) is None
+
+
+def test_a_setting_written_out_as_advice_is_taken_with_its_value() -> None:
+    bf16 = [m for m in messages("vllm") if m["template"].startswith("Bfloat16 is only supported")]
+    assert bf16 and {"field": "dtype", "flag": "--dtype", "direction": "set",
+                     "value": "half"} in bf16[0]["advice"]  # fmt: skip
+    # a written-out setting that names what failed ("--x=y is only available on ROCm", "not
+    # supported with --x=y") is not advice
+    for engine in ENGINES:
+        for m in messages(engine):
+            for advice in m["advice"]:
+                if "value" not in advice:
+                    continue
+                assert f"{advice['flag']}={advice['value']} is only" not in m["template"], m["key"]
+                assert f"without {advice['flag']}={advice['value']}" not in m["template"]

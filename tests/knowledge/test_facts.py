@@ -109,3 +109,30 @@ def test_a_mangled_symbols_namespace_names_its_package() -> None:
     )
     assert package_of_symbol("_ZNSt6thread6_StateD2Ev") is None  # the C++ library's own
     assert package_of_symbol("cudaGetDeviceCount") is None  # not a C++ symbol
+    # engines take "half" for float16: the same value in other words
+    half = {"kind": "flag", "name": "--dtype", "value": "float16"}
+    assert same_fix(Change("flag", "--dtype", "half"), half, "vllm")
+    assert not same_fix(Change("flag", "--dtype", "bfloat16"), half, "vllm")
+
+
+def test_an_engines_own_message_names_the_engine_and_its_written_out_setting() -> None:
+    # one line, nothing else: vLLM's own check (mined from its source) says which engine
+    # wrote it and what to pass
+    line = ("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least "
+            "8.0. Your Tesla P40 GPU has compute capability 6.1. You can use float16 instead by "
+            "explicitly setting the `dtype` flag in CLI, for example: --dtype=half.\n")  # fmt: skip
+    d = diagnose_text(line)
+    assert d.engine == "vllm"
+    assert d.hypotheses[0].changes == (Change("flag", "--dtype", "half"),)
+    # a line no engine wrote keeps an unknown engine
+    assert diagnose_text("RuntimeError: something odd happened\n").engine is None
+
+
+def test_a_failure_whose_fix_is_outside_the_server_says_so() -> None:
+    d = diagnose_text(
+        "UNAVAILABLE: Internal: Unable to initialize shared memory key 'region_1' to requested "
+        "size (67108864 bytes). Error: No space left on device\n"
+    )
+    assert (d.error_class, d.component) == ("other", "memory")
+    assert not any(h.changes for h in d.hypotheses)
+    assert "outside the server" in d.summary and "--shm-size" in d.summary

@@ -268,6 +268,12 @@ def _exc_type(event: Event | None, text: Text | None) -> str | None:
     return m.group("type") if m else None
 
 
+def _engine_of_own_messages(hits: list[Hit]) -> str | None:
+    """The one engine whose own messages (mined from its source) the log printed."""
+    named = {e for h in hits if h.rule.when.engine_or_unknown for e in h.rule.when.engine}
+    return named.pop() if len(named) == 1 else None
+
+
 def diagnose_observations(
     obs: Observations,
     *,
@@ -279,6 +285,9 @@ def diagnose_observations(
 ) -> Diagnosis:
     rules = registry.area("diagnose")
     hits = match_rules(rules, obs, arch=arch, phase=None)
+    if obs.engine is None and (engine := _engine_of_own_messages(hits)) is not None:
+        obs.engine = engine  # the log names no engine, but it printed this engine's own text
+        hits = match_rules(rules, obs, arch=arch, phase=None)
     classifiers = [h for h in hits if h.rule.labels.error_class]
     root_hit = max(classifiers, key=lambda h: (h.rule.priority, -h.line)) if classifiers else None
     root_event = root_hit.text.event if root_hit and root_hit.text else _root_failure(obs)
@@ -376,7 +385,13 @@ def diagnose_observations(
     evidence = _evidence(obs, root_text, root_event, loc.sync_frame, [*supporting, *context_hits])
     summary = _summary(error_class, loc.phase, component, culprit, root_text, loc.sync_frame)
     if not any(h.changes for h in hypotheses):
-        summary += f" No change to try: {why_none(obs, error_class)}."
+        reason = (
+            f"the fix is outside the server: {root_hit.rule.fix}"
+            if root_hit is not None and not root_hit.rule.changes
+            else None
+        )
+        summary += f" No change to try: {reason or why_none(obs, error_class)}"
+        summary += "" if summary.endswith(".") else "."
     extras["phase_source"] = loc.phase_source
     extras["engine_version"] = obs.engine_version
     return Diagnosis(

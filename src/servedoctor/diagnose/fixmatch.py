@@ -37,6 +37,16 @@ def _canonical_flag(name: str, engine: str | None) -> str:
     return "--" + name.lstrip("-").replace("_", "-").lower()
 
 
+#: Words engines accept as the same value (vLLM's and SGLang's dtype choices: half = float16).
+_SAME_VALUE = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32",
+               "fp32": "float32"}  # fmt: skip
+
+
+def _value_word(value: object) -> str:
+    word = str(value).strip().lower()
+    return _SAME_VALUE.get(word, word)
+
+
 def _is_number(value: str) -> bool:
     return re.fullmatch(r"[-+]?\d[\d_,]*(?:\.\d+)?", value.strip()) is not None
 
@@ -56,6 +66,6 @@ def same_fix(change: Change, fix: Mapping[str, Any], engine: str | None) -> bool
     if same_name:
         if value is None or change.value is None or _is_number(str(value)):
             return True
-        return str(change.value).strip().lower() == str(value).strip().lower()
+        return _value_word(change.value) == _value_word(value)
     shared = knobs_of(change.name, engine) & knobs_of(name, engine)
     return bool(shared)

@@ -38,8 +38,11 @@ def from_hits(hits: list[Hit], obs: Observations, *, root: Hit | None) -> list[H
     seen: dict[tuple[str, str, str | None], int] = {}
     setting = setting_of(obs)
     ordered = ([root] if root else []) + [h for h in hits if h is not root]
+    root_line = root.text.line if root and root.text else None
     for hit in ordered:
-        weight = 1.0 if hit is root else 0.85
+        # the root's own line speaks with the root's weight (an engine's advice in its message)
+        same_line = hit.text is not None and hit.text.line == root_line
+        weight = 1.0 if hit is root or same_line else 0.85
         for n, spec in enumerate(hit.rule.changes, start=1):
             change = propose(spec, hit.groups, setting)
             if change is None:

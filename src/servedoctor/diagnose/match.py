@@ -38,7 +38,8 @@ def _flag_conditions_hold(rule: Rule, obs: Observations) -> bool:
 
 def _static_conditions_hold(rule: Rule, obs: Observations, arch: str | None) -> bool:
     when = rule.when
-    if when.engine and (obs.engine or "") not in when.engine:
+    unknown_ok = obs.engine is None and when.engine_or_unknown
+    if when.engine and (obs.engine or "") not in when.engine and not unknown_ok:
         return False
     if when.arch and (arch or "") not in when.arch:
         return False

@@ -38,6 +38,7 @@ ENGINE_LINE = {
 }
 _GROUP = re.compile(r"\{\w+\}")
 CONFIDENCE = 0.55  # the engine's own advice for its own check
+WRITTEN_OUT = 0.6  # ... when the message writes out the setting and its value
 
 
 def _value(kind: str, direction: str, limit: str | None) -> str | None:
@@ -56,6 +57,9 @@ def _value(kind: str, direction: str, limit: str | None) -> str | None:
 def _change(engine: str, advice: dict[str, Any], cause: str) -> ChangeSpec | None:
     flag, direction = str(advice.get("flag") or ""), str(advice.get("direction") or "")
     limit = advice.get("value_from")
+    if advice.get("value") is not None:  # the message writes out the setting: take it as is
+        return ChangeSpec(kind="flag", name=flag, value=str(advice["value"]),
+                          confidence=WRITTEN_OUT, cause=cause, engines=[engine])  # fmt: skip
     knobs = sorted(knobs_of(flag, engine))
     if knobs:
         kind = knob(knobs[0]).value
@@ -114,7 +118,8 @@ def rule_of(engine: str, message: dict[str, Any]) -> Rule | None:
         status="preview",
         priority=20,
         match=[str(message["pattern"])],
-        when={"engine": [engine]},
+        # the template is this engine's own text: a log that names no engine is taken as its
+        when={"engine": [engine], "engine_or_unknown": True},
         what=f"{engine}'s own message (releases {', '.join(versions)}): {clip(template, 200)}",
         why=f"{engine} checks this condition in {message.get('source')} and names the setting.",
         fix=f"What the message advises: {advice}.",

@@ -42,6 +42,11 @@ class Conditions(_Strict):
     """Extra conditions: all given ones must hold for the rule to fire."""
 
     engine: list[str] = Field(default_factory=list)
+    engine_or_unknown: bool = Field(
+        default=False,
+        description="with engine: also fire on a log whose engine is unknown (the matched text "
+        "is the engine's own message, so it says which engine wrote it)",
+    )
     arch: list[str] = Field(default_factory=list, description="sm_XY values, e.g. sm_120")
     phase: list[Phase] = Field(default_factory=list)
     error_class: list[ErrorClass] = Field(
