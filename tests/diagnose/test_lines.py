@@ -76,6 +76,19 @@ def test_invalid_utf8_is_replaced_not_raised() -> None:
         ),
         (b"38.24.611.612 E CUDA error: x", "CUDA error: x", None),
         (b"[4711] 38.24.611.612 E msg", "msg", None),
+        # a desktop app relaying llama-server's own prefixed stream
+        (
+            b"INFO [llamacpp-router stdout] [45979] 0.01.047.215 E alloc failed",
+            "alloc failed",
+            None,
+        ),
+        # FastChat's and loguru's pipe columns; indentation of a traceback frame is kept
+        (
+            b'2025-03-24 22:04:27 | ERROR | stderr |   File "/x/w.py", line 5, in f',
+            '  File "/x/w.py", line 5, in f',
+            None,
+        ),
+        (b"2024-05-01 10:00:00.123 | ERROR    | app.main:run:42 - boom", "boom", None),
     ],
 )
 def test_prefixes_are_peeled(raw: bytes, text: str, rank: str | None) -> None:

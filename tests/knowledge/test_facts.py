@@ -136,3 +136,23 @@ def test_a_failure_whose_fix_is_outside_the_server_says_so() -> None:
     assert (d.error_class, d.component) == ("other", "memory")
     assert not any(h.changes for h in d.hypotheses)
     assert "outside the server" in d.summary and "--shm-size" in d.summary
+
+
+def test_the_engine_placeholder_is_the_package_the_server_is_installed_as() -> None:
+    line = ("llama_model_load: error loading model: error loading model architecture: unknown "
+            "model architecture: 'qwen35moe'\n")  # fmt: skip
+    d = diagnose_text(line, engine="llamacpp")
+    assert (d.error_class, d.phase) == ("model_unsupported", "load")
+    assert Change("package", "llama.cpp", "another release") in [
+        c for h in d.hypotheses for c in h.changes
+    ]
+
+
+def test_a_switch_the_message_refuses_off_is_turned_on_in_the_engines_spelling() -> None:
+    line = "ValueError: BitAndBytes with enforce_eager = False is not supported yet.\n"
+    changes = [c for h in diagnose_text(line, engine="vllm").hypotheses for c in h.changes]
+    assert changes[0] == Change("flag", "--enforce-eager", None)
+    # a field the engine has no flag for is not proposed
+    odd = "ValueError: Foo with frobnicate_mode = False is not supported yet.\n"
+    assert all(c.name != "--frobnicate-mode" for h in diagnose_text(odd, engine="vllm").hypotheses
+               for c in h.changes)  # fmt: skip

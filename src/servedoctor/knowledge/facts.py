@@ -138,8 +138,15 @@ def hsa_override_of(gfx: str) -> str | None:
     return f"{int(m.group('major'))}.{int(m.group('minor'), 16)}.0"
 
 
+def flag_of_field(field: str) -> str | None:
+    """The command-line spelling of a config field (``enforce_eager`` → ``--enforce-eager``),
+    as engines derive their flags from their config's field names."""
+    return "--" + field.replace("_", "-") if re.fullmatch(r"[a-z][a-z0-9_]*", field) else None
+
+
 #: Placeholder filters for rule templates: ``{group|name}``.
 FILTERS: dict[str, Callable[[str], str | None]] = {
+    "flag": flag_of_field,
     "dist": distribution_of_module,
     "path_dist": distribution_of_path,
     "lib_package": package_of_library,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from servedoctor.engines import all_engines
 from servedoctor.engines.adapter import choose, spell
 from servedoctor.engines.inventory import inventory
+from servedoctor.engines.spec import engine_distribution
 from servedoctor.knowledge.facts import is_system_package
 from servedoctor.knowledge.knobs import fill, free_port, knob, vocabulary
 from servedoctor.knowledge.schema import ChangeSpec
@@ -64,6 +65,8 @@ def fill_text(template: str, groups: Mapping[str, str], setting: Setting) -> str
 
 
 def _lookup(key: str, target: str | None, setting: Setting) -> str | None:
+    if key == "engine":  # the package the server itself is installed as
+        return engine_distribution(setting.engine)
     if key == "current":
         return setting.value_of(target) if target else None
     if key.startswith("flag:"):
