@@ -195,8 +195,17 @@ GDB = """\
 def test_gdb_backtrace_lines_are_native_frames_innermost_first() -> None:
     (stack,) = only(events_of(GDB), "stack")
     assert stack.frames[-1].func.startswith("__GI___wait4")  # innermost is printed first
-    assert stack.text.startswith("__GI___wait4")
+    # the stack is named where the crash was, past the frames that only report it
+    assert stack.text.startswith("ggml_cuda_flash_attn_ext_mma_f16")
     assert all(f.file == "<native>" for f in stack.frames)
+
+
+def test_an_unknown_frame_does_not_split_a_gdb_backtrace() -> None:
+    text = GDB.replace(
+        "#3 ggml_cuda", "#2  0x00007735c816d6f4 in ?? () from libggml-base.so\n#3 ggml_cuda"
+    )
+    (stack,) = only(events_of(text), "stack")
+    assert len(stack.frames) == 5
 
 
 WRAPPED = """\

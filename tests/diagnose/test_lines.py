@@ -89,6 +89,10 @@ def test_invalid_utf8_is_replaced_not_raised() -> None:
             None,
         ),
         (b"2024-05-01 10:00:00.123 | ERROR    | app.main:run:42 - boom", "boom", None),
+        # journald (any locale's month) and dmesg's ISO time
+        (b"Jun 27 22:57:41 stealth16 systemd-ollama[44353]: msg", "msg", None),
+        ("7\u6708 08 11:11:34 dar ollama[5991]: #4 f".encode(), "#4 f", None),
+        (b"2026-04-07T10:11:08,080132-04:00 NVRM: Xid 43", "NVRM: Xid 43", None),
     ],
 )
 def test_prefixes_are_peeled(raw: bytes, text: str, rank: str | None) -> None:

@@ -17,11 +17,18 @@ FRAME = re.compile(
 #: then ``line N, in f`` on the next line.
 FRAME_HEAD = re.compile(r'^\s*(?:[>→]\s*)?File "(?P<file>[^"]+)",\s*$')
 FRAME_TAIL = re.compile(r"^\s*line (?P<line>\d+), in (?P<func>\S+)\s*$")
+#: Native frames that report a crash rather than cause it: libc's abort and signal raising,
+#: a debugger's wait, a library's own backtrace printer and abort helper, unknown frames.
+ABORT_MACHINERY = re.compile(
+    r"^(?:\?\?|wait4|waitpid|__\w*wait\w*|raise|abort|gsignal|__GI_\w+|__pthread_kill\w*|"
+    r"pthread_kill|__restore_rt|\w*print_backtrace\w*|\w+_abort|std::terminate|__cxa_\w+|"
+    r"__gnu_cxx::\w+)(?!\w)"
+)
 BOX_FRAME = re.compile(r"│\s*(?P<file>[^\s│]+?):(?P<line>\d+) in (?P<func>[\w<>.]+)")
 PYSPY_FRAME = re.compile(r"^\s{2,}(?P<func>[\w<>.]+) \((?P<file>[^()\s:]+):(?P<line>\d+)\)\s*$")
 #: C++ frames: c10's ``frame #N: f``, glibc's ``N 0x... f``, gdb's ``#N  0x... in f (...)``.
 NATIVE_FRAME = re.compile(
-    r"^\s*(?:frame #\d+: |\d+\s+0x[0-9a-f]{6,} |#\d+\s+(?:0x[0-9a-f]+ in )?(?=[A-Za-z_:~]))"
+    r"^\s*(?:frame #\d+: |\d+\s+0x[0-9a-f]{6,} |#\d+\s+(?:0x[0-9a-f]+ in )?(?=[A-Za-z_:~]|\?\? ))"
     r"(?P<func>.+)$"
 )
 THREAD_HEAD = re.compile(
@@ -63,8 +70,16 @@ class OpenTraceback:
     header_text: str = ""
 
     def _innermost(self) -> Frame:
-        """Stacks print the innermost frame first; tracebacks print it last."""
-        return self.frames[0] if self.stack else self.frames[-1]
+        """Stacks print the innermost frame first; tracebacks print it last. A native stack's
+        innermost frames that only report the crash (the abort, the printer of the backtrace,
+        the debugger's wait) are passed over: the crash is where they were called from."""
+        if not self.stack:
+            return self.frames[-1]
+        if self.native:
+            for frame in self.frames:
+                if not ABORT_MACHINERY.match(frame.func):
+                    return frame
+        return self.frames[0]
 
     def event(self) -> Event:
         text = (
