@@ -93,6 +93,11 @@ def test_invalid_utf8_is_replaced_not_raised() -> None:
         (b"Jun 27 22:57:41 stealth16 systemd-ollama[44353]: msg", "msg", None),
         ("7\u6708 08 11:11:34 dar ollama[5991]: #4 f".encode(), "#4 f", None),
         (b"2026-04-07T10:11:08,080132-04:00 NVRM: Xid 43", "NVRM: Xid 43", None),
+        (
+            b"[2024-04-17 20:07:13,727] [ERROR] [MainThread] [asyncio] >>>     assert x",
+            "    assert x",
+            None,
+        ),
     ],
 )
 def test_prefixes_are_peeled(raw: bytes, text: str, rank: str | None) -> None:
