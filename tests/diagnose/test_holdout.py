@@ -35,6 +35,11 @@ TARGETS = {
     "holdout13": (27, 0.77, 0.62, 0.66),
     "holdout14": (16, 0.75, 0.43, 0.71),
     "holdout15": (10, 0.80, 0.20, 0.50),
+    "holdout16": (12, 0.91, 0.50, 0.63),
+    "holdout17": (12, 0.58, 0.75, 0.41),
+    "holdout18": (10, 0.60, 0.30, 0.70),
+    "holdout19": (17, 0.88, 0.58, 0.30),
+    "holdout20": (15, 0.80, 0.53, 0.46),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -47,6 +52,11 @@ FIX_TARGETS = {
     "holdout13": 0.44,
     "holdout14": 0.28,
     "holdout15": 0.33,
+    "holdout16": 0.25,
+    "holdout17": 0.16,
+    "holdout18": 0.60,
+    "holdout19": 0.20,
+    "holdout20": 0.42,
 }
 
 
