@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from fakeworld import diag
 
-from servedoctor.experiments.candidates import ChangeHistory, build_candidates
+from servedoctor.experiments.candidates import Candidate, ChangeHistory, build_candidates
 from servedoctor.experiments.command import parse
 from servedoctor.knowledge.registry import Registry
-from servedoctor.model import REMOVE, Change, Evidence
+from servedoctor.model import REMOVE, Change, Diagnosis, Evidence
 
 EMPTY = Registry(rules=(), sources={})
 CMD = [
@@ -139,32 +139,36 @@ def test_two_spellings_of_one_knob_are_one_trial_in_the_commands_spelling() -> N
     assert len(graphs_off) == 1  # a switch: its spellings' values differ, the trial is one
 
 
+def ranked(
+    d: Diagnosis, argv: list[str] = CMD, history: dict[Change, ChangeHistory] | None = None
+) -> list[Candidate]:
+    """The candidates for ``d`` of ``argv``, best first, with no rules but the diagnosis'."""
+    return build_candidates(
+        diagnosis=d, command=parse(argv), base_cost_s=10, rules=EMPTY, history=history
+    )
+
+
 def test_a_setting_the_command_chose_outranks_an_equal_guess_at_an_unset_one() -> None:
     lower_chunk = Change("flag", "--chunked-prefill-size", "8192")
     lower_static = Change("flag", "--mem-fraction-static", "0.8")
     d = diag("cuda_oom", "load", (lower_static, 0.65), (lower_chunk, 0.4))
-    plain = build_candidates(diagnosis=d, command=parse(CMD), base_cost_s=10, rules=EMPTY)
-    assert plain[0].change == lower_static
-    chose = parse([*CMD, "--chunked-prefill-size", "16384"])
-    cands = build_candidates(diagnosis=d, command=chose, base_cost_s=10, rules=EMPTY)
-    assert cands[0].change == lower_chunk and "the command sets it" in cands[0].why
+    assert ranked(d)[0].change == lower_static
+    chose = [*CMD, "--chunked-prefill-size", "16384"]
+    first = ranked(d, chose)[0]
+    assert first.change == lower_chunk and "the command sets it" in first.why
     # a record on this machine still has the last word
     history = {lower_chunk: ChangeHistory(tries=3, successes=0)}
-    cands = build_candidates(
-        diagnosis=d, command=chose, base_cost_s=10, rules=EMPTY, history=history
-    )
-    assert cands[0].change == lower_static
+    assert ranked(d, chose, history=history)[0].change == lower_static
 
 
 def test_nccl_debug_is_a_probe_offered_only_where_a_rule_suggests_it_and_after_a_fix() -> None:
     p2p = Change("env", "NCCL_P2P_DISABLE", "1")
     debug = Change("env", "NCCL_DEBUG", "INFO")
     d = diag("nccl_error", "startup", (debug, 0.3), (p2p, 0.4))
-    cands = build_candidates(diagnosis=d, command=parse(CMD), base_cost_s=10, rules=EMPTY)
+    cands = ranked(d)
     assert cands[0].change == p2p
     probes = [c for c in cands if c.is_probe]
     assert [c.change for c in probes] == [debug] and probes[0].prior == 0.0
     # an asynchronous CUDA error gets the launch-blocking probe, not NCCL's
     asyn = diag("illegal_memory_access", "decode")
-    cands = build_candidates(diagnosis=asyn, command=parse(CMD), base_cost_s=10, rules=EMPTY)
-    assert [c.change.name for c in cands if c.is_probe] == ["CUDA_LAUNCH_BLOCKING"]
+    assert [c.change.name for c in ranked(asyn) if c.is_probe] == ["CUDA_LAUNCH_BLOCKING"]
