@@ -7,6 +7,7 @@ import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -286,7 +287,8 @@ def diagnose_observations(
     rules = registry.area("diagnose")
     hits = match_rules(rules, obs, arch=arch, phase=None)
     if obs.engine is None and (engine := _engine_of_own_messages(hits)) is not None:
-        obs.engine = engine  # the log names no engine, but it printed this engine's own text
+        # the log names no engine, but it printed this engine's own text
+        obs = replace(obs, engine=engine)
         hits = match_rules(rules, obs, arch=arch, phase=None)
     classifiers = [h for h in hits if h.rule.labels.error_class]
     root_hit = max(classifiers, key=lambda h: (h.rule.priority, -h.line)) if classifiers else None
