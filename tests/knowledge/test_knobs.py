@@ -225,3 +225,15 @@ def test_the_same_failure_is_spelled_for_each_engine() -> None:
     vllm = {c.name for c in _flag_changes(log, "vllm")}
     assert "--mem-fraction-static" in sglang and "--gpu-memory-utilization" not in sglang
     assert "--gpu-memory-utilization" in vllm and "--mem-fraction-static" not in vllm
+
+
+def test_a_change_not_for_native_engines_is_offered_only_to_the_others() -> None:
+    spec = ChangeSpec(knob="cuda_graphs_off", cause="x", native=False)
+    assert propose(spec, {}, Setting("llamacpp", None, {}.get)) is None
+    assert propose(spec, {}, Setting("ollama", None, {}.get)) is None
+    assert propose(spec, {}, Setting("vllm", None, {}.get)) == Change("flag", "--enforce-eager")
+    # the same knob without the restriction reaches llama.cpp's own spelling
+    anywhere = ChangeSpec(knob="cuda_graphs_off", cause="x")
+    assert propose(anywhere, {}, Setting("llamacpp", None, {}.get)) == Change(
+        "env", "GGML_CUDA_DISABLE_GRAPHS", "1"
+    )

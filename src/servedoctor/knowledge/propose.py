@@ -44,18 +44,26 @@ class Setting:
 def propose(spec: ChangeSpec, groups: Mapping[str, str], setting: Setting) -> Change | None:
     if spec.engines and (setting.engine or "null") not in spec.engines:
         return None
+    if not spec.native and _is_native(setting.engine):
+        return None
     change = _from_knob(spec, groups, setting) if spec.knob else _direct(spec, groups, setting)
     if change is None or _in_effect(change, setting) or _not_installable(change, setting):
         return None
     return change
 
 
+def _is_native(engine: str | None) -> bool:
+    """Is the engine one compiled binary (llama.cpp, Ollama)?"""
+    spec = all_engines().get(engine or "")
+    return spec is not None and spec.native
+
+
 def _not_installable(change: Change, setting: Setting) -> bool:
     """A Python package change for a server that is one compiled binary (llama.cpp, Ollama);
     the system stacks it runs on (ROCm) still apply."""
-    spec = all_engines().get(setting.engine or "")
-    if spec is None or not spec.native or change.kind != "package":
+    if not _is_native(setting.engine) or change.kind != "package":
         return False
+    spec = all_engines()[setting.engine or ""]
     return change.name != spec.distribution and not is_system_package(change.name)
 
 

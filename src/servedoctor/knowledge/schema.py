@@ -95,6 +95,12 @@ class ChangeSpec(_Strict):
     engines: list[str] = Field(
         default_factory=list, description="only offered for these engines (all when empty)"
     )
+    native: bool = Field(
+        default=True,
+        description="also offered to an engine that is one compiled binary (llama.cpp, Ollama); "
+        "false for a generic suspect that does not hold there (their CUDA graphs cover only "
+        "single-sequence decode)",
+    )
 
     @model_validator(mode="after")
     def _knob_or_name(self) -> ChangeSpec:
