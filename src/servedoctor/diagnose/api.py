@@ -392,8 +392,7 @@ def diagnose_observations(
             if root_hit is not None and not root_hit.rule.changes
             else None
         )
-        summary += f" No change to try: {reason or why_none(obs, error_class)}"
-        summary += "" if summary.endswith(".") else "."
+        summary += f" No change to try: {(reason or why_none(obs, error_class)).rstrip('.')}."
     extras["phase_source"] = loc.phase_source
     extras["engine_version"] = obs.engine_version
     return Diagnosis(
