@@ -675,7 +675,9 @@ VERBS: dict[str, str] = {
 SIZED = (
     r"(?:use|using|set|setting|try|with|pass|passing)\s+a\s+(smaller|lower|larger|higher|bigger)"
 )
-REF = r"[`'\"]?(--[a-z][a-z0-9]*(?:-[a-z0-9]+)*|[a-z][a-z0-9]*(?:_[a-z0-9]+)+)\b[`'\"]?"
+#: A command-line flag as engines spell theirs (``--max-model-len``).
+FLAG_WORD = r"--[a-z][a-z0-9]*(?:-[a-z0-9]+)*"
+REF = rf"[`'\"]?({FLAG_WORD}|[a-z][a-z0-9]*(?:_[a-z0-9]+)+)\b[`'\"]?"
 FILLER = (
     r"(?:the\s+|your\s+)?(?:(?:value|number|size)\s+(?:of|for)\s+)?"
     r"(?:(?:flag|argument|option|parameter)\s+)?"
@@ -748,7 +750,7 @@ TARGET_AFTER = re.compile(
 
 ALSO_REF = re.compile(
     r"[`'\"]?\s*(?:\(\s*or\s+|or\s+|/\s*|,\s*)[`'\"]?"
-    r"(--[a-z][a-z0-9]*(?:-[a-z0-9]+)*|[a-z][a-z0-9]*(?:_[a-z0-9]+)+)\b[`'\"]?\)?"
+    rf"({FLAG_WORD}|[a-z][a-z0-9]*(?:_[a-z0-9]+)+)\b[`'\"]?\)?"
 )
 
 
@@ -879,8 +881,8 @@ def extract_advice(
 #: quotes, ``--kv-cache-dtype fp8``. The value is literal text of the message (never a
 #: ``{group}``), so the message itself states what to set.
 LITERAL_SETTING = re.compile(
-    r"(?<![\w-])(--[a-z][a-z0-9]*(?:-[a-z0-9]+)*)=([A-Za-z0-9_.:+-]*[A-Za-z0-9_])"
-    r"|[`'\"](--[a-z][a-z0-9]*(?:-[a-z0-9]+)*) ([A-Za-z0-9_.:+-]*[A-Za-z0-9_])[`'\"]"
+    rf"(?<![\w-])({FLAG_WORD})=([A-Za-z0-9_.:+-]*[A-Za-z0-9_])"
+    rf"|[`'\"]({FLAG_WORD}) ([A-Za-z0-9_.:+-]*[A-Za-z0-9_])[`'\"]"
 )
 
 
@@ -969,7 +971,7 @@ class Message:
             "kind": self.kind,
             "fields": self.fields,
             "flags": self.flags,
-            "value_groups": self.value_groups,
+            "value_groups": dict(sorted(self.value_groups.items())),  # stable across runs
             "advice": self.advice,
             "source": self.source,
             "versions": self.versions,
