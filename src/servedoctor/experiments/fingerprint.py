@@ -11,16 +11,9 @@ import platform
 from importlib import metadata
 from typing import Any
 
-__all__ = ["current_fingerprint"]
+from servedoctor.engines.spec import all_engines
 
-_ENGINE_PACKAGES = {
-    "sglang": "sglang",
-    "vllm": "vllm",
-    "transformers": "transformers",
-    "tgi": "text-generation-server",
-    "lmdeploy": "lmdeploy",
-    "llamacpp": "llama_cpp_python",
-}
+__all__ = ["current_fingerprint"]
 
 
 def _version(package: str) -> str | None:
@@ -60,7 +53,10 @@ def current_fingerprint(engine: str) -> dict[str, Any]:
     }
     gpus = _gpus()
     fp["gpus"] = gpus or "none"
-    for key, package in (("engine_version", _ENGINE_PACKAGES.get(engine)), ("torch", "torch")):
+    spec = all_engines().get(engine)
+    # A native engine is one binary: no Python package holds its version.
+    distribution = spec.distribution if spec is not None and not spec.native else None
+    for key, package in (("engine_version", distribution), ("torch", "torch")):
         version = _version(package) if package else None
         if version:
             fp[key] = version
