@@ -11,7 +11,11 @@ The same scorer then reads both outputs:
 - with change: diagnosed failures that carry at least one change to try;
 - flags valid: proposed flags that exist in the inventory of the case's engine and version.
 
-Usage: python bench/knowledge_eval.py [--baseline-src DIR] CORPUS...
+``--engine-known`` diagnoses each log with ``--engine`` set to the case's engine, as ``launch``
+and ``fix`` always know it from the command they run: the gap between the two runs is what
+naming the engine from the log alone costs.
+
+Usage: python bench/knowledge_eval.py [--baseline-src DIR] [--engine-known] CORPUS...
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 import yaml
 
 from servedoctor.diagnose.fixmatch import same_fix
+from servedoctor.engines import all_engines
 from servedoctor.engines.inventory import inventory
 from servedoctor.model import Change
 from servedoctor.taxonomy import SERVING_PHASES
@@ -35,10 +40,11 @@ HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src"
 
 
-def diagnose_all(src: Path, logs: list[Path]) -> list[dict[str, Any]]:
+def diagnose_all(src: Path, logs: list[Path], engine: str | None = None) -> list[dict[str, Any]]:
     env = {**os.environ, "PYTHONPATH": str(src)}
+    named = ["--engine", engine] if engine else []
     proc = subprocess.run(
-        [sys.executable, "-m", "servedoctor", "diagnose", "--json", *map(str, logs)],
+        [sys.executable, "-m", "servedoctor", "diagnose", "--json", *named, *map(str, logs)],
         capture_output=True,
         text=True,
         env=env,
@@ -47,6 +53,24 @@ def diagnose_all(src: Path, logs: list[Path]) -> list[dict[str, Any]]:
     outputs = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     if len(outputs) != len(logs):
         raise SystemExit(f"{src}: diagnose failed: {proc.stderr.strip()[-500:]}")
+    return outputs
+
+
+def diagnose_cases(
+    src: Path, dirs: list[Path], cases: list[dict[str, Any]], engine_known: bool
+) -> list[dict[str, Any]]:
+    """Diagnose every case's log, one subprocess per engine when the engine is given."""
+    if not engine_known:
+        return diagnose_all(src, [d / "log.txt" for d in dirs])
+    outputs: list[dict[str, Any]] = [{}] * len(dirs)
+    by_engine: dict[str | None, list[int]] = {}
+    for i, labels in enumerate(cases):
+        engine = labels.get("engine")
+        by_engine.setdefault(engine if engine in all_engines() else None, []).append(i)
+    for engine, idx in by_engine.items():
+        done = diagnose_all(src, [dirs[i] / "log.txt" for i in idx], engine)
+        for i, out in zip(idx, done, strict=True):
+            outputs[i] = out
     return outputs
 
 
@@ -89,6 +113,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("corpora", nargs="+", type=Path)
     parser.add_argument("--baseline-src", type=Path, help="src/ of the servedoctor to compare")
+    parser.add_argument(
+        "--engine-known", action="store_true", help="give each log its case's engine"
+    )
     args = parser.parse_args()
     versions = {"this checkout": SRC}
     if args.baseline_src:
@@ -98,7 +125,7 @@ def main() -> int:
         cases = [yaml.safe_load((d / "case.yaml").read_text()) for d in dirs]
         print(f"== {corpus} ({len(dirs)} cases)")
         for name, src in versions.items():
-            tally = score(cases, diagnose_all(src, [d / "log.txt" for d in dirs]))
+            tally = score(cases, diagnose_cases(src, dirs, cases, args.engine_known))
             cells = "  ".join(f"{k} {fmt(v)}" for k, v in tally.items())
             print(f"  {name:<14} {cells}")
     return 0
