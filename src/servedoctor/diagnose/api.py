@@ -343,6 +343,7 @@ def diagnose_observations(
         component=loc.component,
         culprit=loc.culprit,
         contextual=True,
+        root_line=root_text.line if root_text else None,
     )
     fallback_hits = [h for h in context_hits if h.rule.fallback]
     context_hits = [h for h in context_hits if not h.rule.fallback]

@@ -56,8 +56,11 @@ def match_rules(
     component: str | None = None,
     culprit: str | None = None,
     contextual: bool = False,
+    root_line: int | None = None,
 ) -> list[Hit]:
-    """Hits of ``rules``; with ``contextual`` only the rules that need a diagnosis first."""
+    """Hits of ``rules``; with ``contextual`` only the rules that need a diagnosis first.
+
+    ``root_line`` is the root failure's line, for rules that look just before it."""
     hits: list[Hit] = []
     # what the diagnosis located, for contextual rules' text ({culprit}, {component})
     located = {
@@ -90,7 +93,12 @@ def match_rules(
         if not rule.match:
             hits.append(Hit(rule=rule, text=None, groups=dict(located)))
             continue
-        if rule.when.at_end:
+        if rule.when.before_root:
+            if root_line is None:
+                continue
+            start = root_line - rule.when.before_root
+            split = _split([t for t in obs.texts if start <= t.line <= root_line])
+        elif rule.when.at_end:
             split = _split([t for t in obs.texts if t.line > obs.last_line - rule.when.at_end])
         else:
             split = every

@@ -67,6 +67,12 @@ class Conditions(_Strict):
     at_end: int = Field(
         default=0, ge=0, description="the matching line must be among the log's last N lines"
     )
+    before_root: int = Field(
+        default=0,
+        ge=0,
+        description="with error_class: the matching line must be among the N lines up to the "
+        "root failure's (what the server was doing when it failed)",
+    )
 
 
 class ChangeSpec(_Strict):

@@ -1,0 +1,43 @@
+"""Rules that read what the server was doing just before the root failure (``before_root``)."""
+
+from __future__ import annotations
+
+from servedoctor.diagnose import diagnose_text
+
+SAVE = "srv  prompt_save:  - saving prompt with length 77712, total state size = 18821.469 MiB"
+ASSERT = "/opt/llama.cpp/src/llama-context.cpp:2210: GGML_ASSERT(total_size == size) failed"
+
+
+def _changes(log: str) -> list[tuple[str, str | None]]:
+    d = diagnose_text(log, engine="llamacpp")
+    return [(c.name, c.value) for h in d.hypotheses for c in h.changes]
+
+
+def test_a_failure_right_after_a_host_cache_save_suspects_that_cache() -> None:
+    d = diagnose_text(f"{SAVE}\n{ASSERT}\n", engine="llamacpp")
+    assert "HOSTKV001" in d.rules
+    assert d.component == "memory"
+    assert d.phase == "serving"
+    assert ("--cache-ram", "0") in _changes(f"{SAVE}\n{ASSERT}\n")
+
+
+def test_a_save_long_before_the_failure_says_nothing_of_it() -> None:
+    busy = "\n".join(f"slot update_slots: id 0 | task {n} | n_past = {n * 64}" for n in range(12))
+    d = diagnose_text(f"{SAVE}\n{busy}\n{ASSERT}\n", engine="llamacpp")
+    assert "HOSTKV001" not in d.rules
+
+
+def test_the_tier_is_spelled_for_each_engine_that_has_one() -> None:
+    log = "updating prompt cache\nRuntimeError: CUDA error: an illegal memory access was encountered\n"
+    sglang = diagnose_text(log, engine="sglang", engine_version="0.5.23")
+    assert ("--enable-hierarchical-cache", "<remove>") in [
+        (c.name, c.value) for h in sglang.hypotheses for c in h.changes
+    ]
+
+
+def test_a_trtllm_line_prefix_names_its_engine() -> None:
+    log = (
+        "[07/08/2025-19:47:15] [TRT-LLM] [RANK 1] [E] Failed to initialize executor on rank 1: "
+        "Executor creation failed due to insufficient GPU memory.\n"
+    )
+    assert diagnose_text(log).engine == "trtllm"
