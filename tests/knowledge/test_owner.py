@@ -170,3 +170,14 @@ def test_one_package_described_in_words_is_offered_once() -> None:
     d = diagnose_text(log)
     assert d.error_class == "model_unsupported"
     assert [n for n, _ in _packages(d.hypotheses)].count("transformers") == 1
+
+
+def test_an_engine_that_pins_its_own_build_of_a_kernel_library_moves_that_build() -> None:
+    from servedoctor.knowledge.facts import package_of_kernel_library
+
+    log = "Assertion failed: deep_gemm/include/deep_gemm/impls/layout.cuh:40, condition: x == 0\n"
+    assert ("deep-gemm", "another release") in _packages(diagnose_text(log).hypotheses)
+    assert package_of_kernel_library("deepgemm", "sglang") == "sgl-deep-gemm"
+    assert package_of_kernel_library("deepgemm", "vllm") == "deep-gemm"
+    assert package_of_kernel_library("flashinfer", "sglang") == "flashinfer-python"
+    assert package_of_kernel_library("cutlass", "sglang") is None

@@ -195,7 +195,7 @@ def engine_release(
 
 def culprit_build(error_class: str, culprit: str | None, engine: str | None) -> Hypothesis | None:
     """A build of the kernel library at fault that carries this GPU's architecture."""
-    package = package_of_kernel_library(culprit)
+    package = package_of_kernel_library(culprit, engine)
     spec = all_engines().get(engine or "")
     if error_class != "arch_unsupported" or package is None or (spec is not None and spec.native):
         return None
@@ -216,7 +216,7 @@ def culprit_release(error_class: str, culprit: str | None, engine: str | None) -
     """Another release of the kernel library the failure was located in: kernel libraries
     (flashinfer, FlashAttention, Triton) change kernels between releases, and a regression or
     a fix of one is the commonest confirmed change for their faults."""
-    package = package_of_kernel_library(culprit)
+    package = package_of_kernel_library(culprit, engine)
     spec = all_engines().get(engine or "")
     if (
         error_class not in RELEASE_CLASSES

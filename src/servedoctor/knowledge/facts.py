@@ -30,15 +30,19 @@ def _tables() -> dict[str, Any]:
         "pass_through": frozenset(data.get("pass_through", [])),
         "api_errors": frozenset(data.get("api_errors", [])),
         "kernel_packages": data.get("kernel_packages", {}),
+        "engine_builds": data.get("engine_builds", {}),
         "symbol_namespaces": data.get("symbol_namespaces", {}),
         "system_packages": frozenset(data.get("system_packages", [])),
     }
 
 
-def package_of_kernel_library(culprit: str | None) -> str | None:
-    """The package that ships a kernel library named as a culprit (flashinfer → -python)."""
+def package_of_kernel_library(culprit: str | None, engine: str | None = None) -> str | None:
+    """The package that ships a kernel library named as a culprit (flashinfer → -python),
+    under the name of the engine's own build of it when the engine pins one."""
     packages: dict[str, str] = _tables()["kernel_packages"]
-    return packages.get(culprit or "")
+    package = packages.get(culprit or "")
+    builds: dict[str, str] = _tables()["engine_builds"].get(engine or "", {})
+    return builds.get(package, package) if package else None
 
 
 def is_system_package(name: str) -> bool:
