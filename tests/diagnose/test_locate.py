@@ -206,3 +206,16 @@ def test_a_message_about_something_captured_in_a_graph_is_graph_capture() -> Non
         "runtime >= 11.3 or if the installed CUDA driver < R465.\n"
     )
     assert diagnose_text(line).phase == "graph_capture"
+
+
+def test_a_request_model_of_an_openai_endpoint_fails_while_serving() -> None:
+    from servedoctor.diagnose import diagnose_text
+
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/venv/lib/python3.12/site-packages/aphrodite/endpoints/openai/protocol.py", '
+        "line 820, in check_context\n"
+        "    assert values.get('max_length') <= values.get('max_context_length')\n"
+        "AttributeError: 'Schema' object has no attribute 'get'\n"
+    )
+    assert diagnose_text(log).phase == "serving"

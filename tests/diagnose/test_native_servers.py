@@ -186,3 +186,32 @@ def test_a_binary_server_still_gets_the_system_stack_it_runs_on() -> None:
     assert ("rocm", "another release") in [
         (c.name, c.value) for h in d.hypotheses for c in h.changes
     ]
+
+
+def test_an_abort_in_the_sampler_is_a_decode_step_in_sampling() -> None:
+    log = (
+        "#3  0x00005555 in ggml_abort ()\n"
+        "#4  0x00005556 in common_sampler_sample(common_sampler*, llama_context*, int, bool) ()\n"
+        "#5  0x00005557 in server_context::update_slots() ()\n"
+        "#6  0x00005558 in main ()\n"
+    )
+    d = diagnose_text(log)
+    assert (d.component, d.phase) == ("sampling", "decode")
+
+
+def test_the_llama_cpp_sources_and_ggml_cuda_functions_name_the_engine() -> None:
+    assert diagnose_text(
+        "/b/llama.cpp/src/llama.cpp:6171: GGML_ASSERT(a == b) failed\n"
+    ).engine == ("llamacpp")
+    glued = "done in 12.0 msggml_cuda_host_malloc: failed to allocate 5.00 MiB of pinned memory: out of memory\n"
+    d = diagnose_text(glued)
+    assert d.engine == "llamacpp"
+    assert d.error_class == "other"  # host memory, not the GPU's
+    assert ("GGML_CUDA_NO_PINNED", "1") in [
+        (c.name, c.value) for h in d.hypotheses for c in h.changes
+    ]
+
+
+def test_a_native_library_reporting_a_failed_call_is_a_failure() -> None:
+    d = diagnose_text("Error occurred when running GEMM! (numBatches: 8, GemmMNK: 64 64 64)\n")
+    assert d.error_class == "other"
