@@ -40,6 +40,7 @@ TARGETS = {
     "holdout18": (10, 0.60, 0.30, 0.70),
     "holdout19": (17, 0.88, 0.58, 0.30),
     "holdout20": (15, 0.80, 0.53, 0.46),
+    "holdout21": (17, 0.88, 0.70, 0.68),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -57,6 +58,7 @@ FIX_TARGETS = {
     "holdout18": 0.60,
     "holdout19": 0.20,
     "holdout20": 0.42,
+    "holdout21": 0.43,
 }
 
 
