@@ -48,3 +48,23 @@ def test_a_server_that_embeds_llama_cpp_keeps_its_own_name() -> None:
 def test_llama_cpp_lines_alone_are_llama_cpp() -> None:
     log = "ggml_cuda_cpy_fn: unsupported type combination (q4_0 to f32)\n"
     assert diagnose_text(log).engine == "llamacpp"
+
+
+def test_an_engine_named_by_its_own_message_has_its_own_phase_markers_read() -> None:
+    from servedoctor.diagnose.observe import named, observe
+    from servedoctor.logs.events import extract
+    from servedoctor.logs.lines import clean
+
+    log = (
+        "INFO:     Application startup complete.\n"
+        "Shutting down\n"
+        "ValueError: This model requires `--tokenizer-mode mistral`\n"
+    )
+    lines = [clean(n, raw) for n, raw in enumerate(log.encode().splitlines(), start=1)]
+    obs = observe(extract(lines))
+    assert obs.engine is None
+    assert [p.fields["phase"] for p in obs.phases] == ["serving"]  # the generic markers
+    vllm = named(obs, "vllm")
+    assert [p.fields["phase"] for p in vllm.phases] == ["serving", "shutdown"]
+    assert obs.engine is None  # a copy
+    assert diagnose_text(log).phase == "shutdown"

@@ -7,14 +7,13 @@ import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from servedoctor.diagnose.hypotheses import fill_up, from_hits, localise, rank, why_none
 from servedoctor.diagnose.locate import frames_near, locate
 from servedoctor.diagnose.match import Hit, match_rules
-from servedoctor.diagnose.observe import Observations, Text, observe
+from servedoctor.diagnose.observe import Observations, Text, named, observe
 from servedoctor.diagnose.owner import (
     culprit_build,
     culprit_release,
@@ -288,7 +287,7 @@ def diagnose_observations(
     hits = match_rules(rules, obs, arch=arch, phase=None)
     if obs.engine is None and (engine := _engine_of_own_messages(hits)) is not None:
         # the log names no engine, but it printed this engine's own text
-        obs = replace(obs, engine=engine)
+        obs = named(obs, engine)
         hits = match_rules(rules, obs, arch=arch, phase=None)
     classifiers = [h for h in hits if h.rule.labels.error_class]
     root_hit = max(classifiers, key=lambda h: (h.rule.priority, -h.line)) if classifiers else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from servedoctor.engines import all_engines
@@ -140,16 +140,28 @@ def observe(
             votes = _field_votes(obs.texts)
         votes = _drop_embedded(votes)
         obs.engine = max(votes, key=lambda k: votes[k]) if votes else None
-    wanted = (
-        obs.engine if obs.engine in {p.fields["engine"] for p in obs.phases} else GENERIC_ENGINE
-    )
-    obs.phases = [p for p in obs.phases if p.fields["engine"] == wanted]
+    obs.phases = _phases_of(obs.phases, obs.engine)
     obs.engine_version = (
         engine_version
         or _version_in_log(obs)
         or version_from_fields(obs.engine, sorted(obs.config_fields))
     )
     return obs
+
+
+def _phases_of(markers: list[Event], engine: str | None) -> list[Event]:
+    """The engine's own phase markers, else the generic ones (any OpenAI server's)."""
+    wanted = engine if engine in {p.fields["engine"] for p in markers} else GENERIC_ENGINE
+    return [p for p in markers if p.fields["engine"] == wanted]
+
+
+def named(obs: Observations, engine: str) -> Observations:
+    """A copy of ``obs`` for a log found to be ``engine``'s after it was observed (its own
+    messages name it): that engine's phase markers and version line are read."""
+    markers = [e for e in obs.events if e.kind == "phase"]
+    copy = replace(obs, engine=engine, phases=_phases_of(markers, engine))
+    copy.engine_version = obs.engine_version or _version_in_log(copy)
+    return copy
 
 
 def _version_in_log(obs: Observations) -> str | None:
