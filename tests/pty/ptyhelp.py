@@ -1,40 +1,27 @@
 """Drive the real CLI in a pseudo-terminal (pexpect), as a person at a terminal would.
 
-The real-server fixtures and helpers (tests/realserver/conftest.py) are loaded from their
-file under another module name, so both folders can run in one pytest session.
+The real-server fixtures and helpers come from tests/realserve.py, so both folders can run
+in one pytest session.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import time
-from pathlib import Path
-from types import ModuleType
 
 import pexpect
 import pytest
 
-HERE = Path(__file__).parent
-
-
-def _load(name: str, filename: str) -> ModuleType:
-    path = HERE.parent / "realserver" / filename
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-realserver = _load("realserver_fixtures", "conftest.py")
-tinymodels = _load("realserver_tinymodels", "tinymodels.py")
-VENV_BIN: Path = realserver.VENV_BIN
-SERVEDOCTOR = str(VENV_BIN / "servedoctor")
-free_port = realserver.free_port
-serve_cmd = realserver.serve_cmd
-processes_mentioning = realserver.processes_mentioning
+from realserve import (  # noqa: F401 (re-exported for the pty tests)
+    SERVEDOCTOR,
+    VENV_BIN,
+    free_port,
+    processes_mentioning,
+    realserver,
+    serve_cmd,
+    tinymodels,
+)
 
 #: Terminal control sequences rich writes (colours, cursor moves, hide/show cursor).
 _ANSI = re.compile(

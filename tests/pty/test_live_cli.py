@@ -17,13 +17,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from ptyhelp import SERVEDOCTOR, Term, free_port, processes_mentioning, serve_cmd, tinymodels
+from ptyhelp import Term, free_port, processes_mentioning, serve_cmd, tinymodels
+
+from realserve import launch_argv
 
 pytestmark = [pytest.mark.realserver, pytest.mark.timeout(300)]
 
 
 def _launch_args(tmp_path: Path, *extra: str) -> list[str]:
-    return ["launch", "--runs-dir", str(tmp_path / "runs"), "--grace", "3", *extra, "--"]
+    """The CLI's arguments (``Term`` runs servedoctor itself) up to ``--``."""
+    return launch_argv(tmp_path / "runs", *extra, secret=False)[1:]
 
 
 def _run_json(tmp_path: Path) -> dict[str, object]:
@@ -170,8 +173,8 @@ def test_fix_shows_each_trial_live_and_its_command_runs_healthy(
     assert "flash_attention_2" not in fixed and fixed[:2] == argv[:2]
     # the printed command, run again under supervision: healthy
     again = subprocess.run(
-        [SERVEDOCTOR, "launch", "--exit-after-smoke", "--json", "--max-tokens", "4",
-         "--runs-dir", str(tmp_path / "again"), "--grace", "3", "--", *fixed],
+        [*launch_argv(tmp_path / "again", "--exit-after-smoke", "--json", "--max-tokens", "4",
+                      secret=False), *fixed],
         env={**os.environ, **offline_env}, capture_output=True, text=True, timeout=150,
     )  # fmt: skip
     assert again.returncode == 0, again.stderr[-2000:]

@@ -56,6 +56,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: a token each launch below carries in its environment: no output, record or report may show it
+SECRET_TOKEN = "hf_abcdefghijklmnopqrstuvwxyz"
+
+
+def launch_argv(runs: Path, *options: str, secret: bool = True) -> list[str]:
+    """``servedoctor launch`` into ``runs`` with the tests' shared settings (3 s grace, the
+    secret token in ``--env``) and ``options``, up to ``--``: the server's argv follows."""
+    token = ["--env", f"HF_TOKEN={SECRET_TOKEN}"] if secret else []
+    servedoctor = str(VENV_BIN / "servedoctor")
+    return [servedoctor, "launch", "--runs-dir", str(runs), "--grace", "3", *token, *options, "--"]
+
+
 def serve_cmd(model: Path, port: int, *extra: str) -> list[str]:
     return [
         str(TRANSFORMERS),

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from conftest import free_port, serve_cmd
+from realserve import free_port, serve_cmd
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "env"))
 from pyenvs import (

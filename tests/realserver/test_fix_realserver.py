@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import free_port, serve_cmd
+from realserve import free_port, serve_cmd
 from servedoctor.findings.store import FindingsStore
 from servedoctor.model import REMOVE
 

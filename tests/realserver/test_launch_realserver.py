@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import VENV_BIN, free_port, processes_mentioning, serve_cmd
+from realserve import SECRET_TOKEN, free_port, launch_argv, processes_mentioning, serve_cmd
 from servedoctor.diagnose import diagnose_text
 from servedoctor.errors import UserError
 from servedoctor.launch import LaunchOptions, RunResult, launch
@@ -61,19 +61,7 @@ def test_healthy_launch_cli_json(
 ) -> None:
     port = free_port()
     cmd = [
-        str(VENV_BIN / "servedoctor"),
-        "launch",
-        "--exit-after-smoke",
-        "--json",
-        "--max-tokens",
-        "6",
-        "--runs-dir",
-        str(tmp_path / "runs"),
-        "--grace",
-        "3",
-        "--env",
-        "HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz",
-        "--",
+        *launch_argv(tmp_path / "runs", "--exit-after-smoke", "--json", "--max-tokens", "6"),
         *serve_cmd(models["healthy"], port),
     ]
     proc = subprocess.run(
@@ -94,7 +82,7 @@ def test_healthy_launch_cli_json(
     assert out["leftover_processes"] == 0
     run = json.loads((Path(out["run_dir"]) / "run.json").read_text())
     assert run["outcome"] == "healthy"
-    assert "hf_abcdefghijklmnopqrstuvwxyz" not in json.dumps(run)
+    assert SECRET_TOKEN not in json.dumps(run)
     assert run["env_overrides"]["HF_TOKEN"] == "***"
     log = Path(out["log"]).read_text()
     assert "Uvicorn running on" in log and "Loading" in log
@@ -214,15 +202,7 @@ def test_ctrl_c_during_load(
 ) -> None:
     runs = tmp_path / "runs"
     cmd = [
-        str(VENV_BIN / "servedoctor"),
-        "launch",
-        "--exit-after-smoke",
-        "--json",
-        "--runs-dir",
-        str(runs),
-        "--grace",
-        "3",
-        "--",
+        *launch_argv(runs, "--exit-after-smoke", "--json", secret=False),
         *serve_cmd(models["slow_load"], free_port(), "--trust-remote-code"),
     ]
     proc = subprocess.Popen(

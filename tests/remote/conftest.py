@@ -1,14 +1,14 @@
 """A real OpenSSH server on loopback as the "remote host" (``sshd.py``), and the real-server
-fixtures of tests/realserver (``remotehelp.py``)."""
+fixtures of tests/realserver (``tests/realserve.py``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
-from remotehelp import free_port, models, no_leftovers, offline_env  # noqa: F401 (fixtures)
 from sshd import missing, start_sshd, stop_sshd
 
+from realserve import free_port, models, no_leftovers, offline_env  # noqa: F401 (fixtures)
 from servedoctor.remote.url import SshTarget
 
 

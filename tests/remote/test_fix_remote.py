@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from remotehelp import free_port, processes_mentioning, serve_cmd
 
+from realserve import free_port, processes_mentioning, serve_cmd
 from servedoctor.experiments.launching import TrialLaunchOptions, placement
 from servedoctor.findings.store import FindingsStore
 from servedoctor.remote.url import SSH_CONFIG_VAR, SshTarget

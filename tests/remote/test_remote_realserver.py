@@ -16,8 +16,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from remotehelp import free_port, processes_mentioning, serve_cmd
 
+from realserve import SECRET_TOKEN, free_port, launch_argv, processes_mentioning, serve_cmd
 from servedoctor.launch import LaunchOptions, launch
 from servedoctor.remote.url import SSH_CONFIG_VAR, SshTarget
 
@@ -27,8 +27,8 @@ SERVEDOCTOR = str(Path(sys.executable).parent / "servedoctor")
 SHORT = {"startup": 60.0, "load": 60.0, "serving": 30.0}
 
 
-def _cli(ssh_host: SshTarget, runs: Path, *args: str) -> list[str]:
-    return [SERVEDOCTOR, "launch", "--on", "ssh://testhost", "--runs-dir", str(runs), *args]
+def _cli(runs: Path, *options: str, secret: bool = True) -> list[str]:
+    return launch_argv(runs, "--on", "ssh://testhost", *options, secret=secret)
 
 
 def _env(ssh_host: SshTarget, offline_env: dict[str, str]) -> dict[str, str]:
@@ -70,21 +70,17 @@ def test_healthy_over_ssh(
     no_leftovers: None,
 ) -> None:
     runs = tmp_path / "runs"
-    cmd = _cli(
-        ssh_host,
-        runs,
-        "--exit-after-smoke",
-        "--json",
-        "--max-tokens",
-        "4",
-        "--grace",
-        "3",
-        "--env",
-        "HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz",
-        *(f"--env={k}={v}" for k, v in offline_env.items()),
-        "--",
+    cmd = [
+        *_cli(
+            runs,
+            "--exit-after-smoke",
+            "--json",
+            "--max-tokens",
+            "4",
+            *(f"--env={k}={v}" for k, v in offline_env.items()),
+        ),
         *serve_cmd(models["healthy"], free_port()),
-    )
+    ]
     proc = subprocess.run(
         cmd, capture_output=True, text=True, timeout=200, env=_env(ssh_host, offline_env)
     )
@@ -95,8 +91,8 @@ def test_healthy_over_ssh(
     assert out["leftover_processes"] == 0
     run = json.loads((Path(out["run_dir"]) / "run.json").read_text())
     assert run["on"] == "ssh://testhost"
-    assert "hf_abcdefghijklmnopqrstuvwxyz" not in json.dumps(run)
-    assert "hf_abcdefghijklmnopqrstuvwxyz" not in proc.stderr + proc.stdout
+    assert SECRET_TOKEN not in json.dumps(run)
+    assert SECRET_TOKEN not in proc.stderr + proc.stdout
     log = Path(out["log"]).read_text()
     assert "Uvicorn running on" in log  # streamed back from the remote side
     assert processes_mentioning(str(models["healthy"])) == []
@@ -138,17 +134,16 @@ def _launch_slow_load(
     ssh_host: SshTarget, models: dict[str, Path], offline_env: dict[str, str], runs: Path
 ) -> subprocess.Popen[str]:
     """``launch --on`` of a server that takes a while to load, as a user's terminal runs it."""
-    cmd = _cli(
-        ssh_host,
-        runs,
-        "--exit-after-smoke",
-        "--json",
-        "--grace",
-        "3",
-        *(f"--env={k}={v}" for k, v in offline_env.items()),
-        "--",
+    cmd = [
+        *_cli(
+            runs,
+            "--exit-after-smoke",
+            "--json",
+            *(f"--env={k}={v}" for k, v in offline_env.items()),
+            secret=False,
+        ),
         *serve_cmd(models["slow_load"], free_port(), "--trust-remote-code"),
-    )
+    ]
     return subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,

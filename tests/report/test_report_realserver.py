@@ -3,7 +3,6 @@ opened in Debian's chromium; its screenshot is docs/report.png (README, "Reports
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,17 +11,14 @@ from pathlib import Path
 import pytest
 from browser import path_points, visit
 
+import realserve
+from realserve import SECRET_TOKEN, SERVEDOCTOR, free_port, launch_argv, serve_cmd
+
 pytestmark = [pytest.mark.realserver, pytest.mark.timeout(300)]
 
-_spec = importlib.util.spec_from_file_location(
-    "realserver_conftest", Path(__file__).parents[1] / "realserver" / "conftest.py"
-)
-assert _spec is not None and _spec.loader is not None
-_rs = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_rs)  # skips this module when transformers is not installed
-offline_env = _rs.offline_env  # the fixtures, shared with tests/realserver
-models = _rs.models
-no_leftovers = _rs.no_leftovers
+offline_env = realserve.offline_env  # the fixtures, shared with tests/realserver
+models = realserve.models
+no_leftovers = realserve.no_leftovers
 
 #: README's picture; re-taken when SERVEDOCTOR_SCREENSHOT=1 (else into the test's folder)
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "report.png"
@@ -37,19 +33,8 @@ def test_report_of_a_real_failed_launch(
 ) -> None:
     runs = tmp_path / "runs"
     cmd = [
-        str(_rs.VENV_BIN / "servedoctor"),
-        "launch",
-        "--quiet",
-        "--max-tokens",
-        "4",
-        "--runs-dir",
-        str(runs),
-        "--grace",
-        "3",
-        "--env",
-        "HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz",
-        "--",
-        *_rs.serve_cmd(models["raise"], _rs.free_port(), "--trust-remote-code"),
+        *launch_argv(runs, "--quiet", "--max-tokens", "4"),
+        *serve_cmd(models["raise"], free_port(), "--trust-remote-code"),
     ]
     proc = subprocess.run(
         cmd, capture_output=True, text=True, timeout=200, env={**os.environ, **offline_env}
@@ -62,7 +47,7 @@ def test_report_of_a_real_failed_launch(
     samples = (run_dir / "telemetry.jsonl").read_text().splitlines()
     assert len(samples) >= 2  # the server's process tree, sampled once a second
     html = page.read_text(encoding="utf-8")
-    assert "hf_abcdefghijklmnopqrstuvwxyz" not in html
+    assert SECRET_TOKEN not in html
 
     seen = visit(browser, page)
     p = seen.page
@@ -83,7 +68,7 @@ def test_report_of_a_real_failed_launch(
     assert shot.stat().st_size > 10_000
     # the verb writes the same page again, elsewhere, and names it
     again = subprocess.run(
-        [str(_rs.VENV_BIN / "servedoctor"), "report", str(run_dir), "-o", str(tmp_path / "r.html")],
+        [SERVEDOCTOR, "report", str(run_dir), "-o", str(tmp_path / "r.html")],
         capture_output=True,
         text=True,
         timeout=120,
