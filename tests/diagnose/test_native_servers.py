@@ -215,3 +215,22 @@ def test_the_llama_cpp_sources_and_ggml_cuda_functions_name_the_engine() -> None
 def test_a_native_library_reporting_a_failed_call_is_a_failure() -> None:
     d = diagnose_text("Error occurred when running GEMM! (numBatches: 8, GemmMNK: 64 64 64)\n")
     assert d.error_class == "other"
+
+
+def test_llama_server_s_own_load_line_dates_a_loader_assert_to_load() -> None:
+    log = (
+        "0.00.034.405 I srv    load_model: loading model '/models/m.gguf'\n"
+        "/src/llama.cpp/src/llama-model.cpp:1227: GGML_ASSERT(hparams.n_layer_dense < 4) failed\n"
+    )
+    d = diagnose_text(log)
+    assert (d.engine, d.phase, d.component) == ("llamacpp", "load", "model")
+    assert d.error_class == "model_unsupported"
+
+
+def test_ollama_s_runner_under_its_new_name_is_still_ollama_s() -> None:
+    log = (
+        "Error: 500 Internal Server Error: llama-server process has terminated: exit status 1: "
+        "radv/amdgpu: Not enough memory for command submission.\n"
+    )
+    d = diagnose_text(log)
+    assert (d.engine, d.error_class) == ("ollama", "cuda_oom")
