@@ -41,3 +41,19 @@ def test_a_trtllm_line_prefix_names_its_engine() -> None:
         "Executor creation failed due to insufficient GPU memory.\n"
     )
     assert diagnose_text(log).engine == "trtllm"
+
+
+def test_an_rdma_completion_error_of_the_kv_transfer_offers_the_other_backend() -> None:
+    log = (
+        "E0724 03:14:20.700000 104002 transfer_engine.cpp:100] Failed to complete transfer: "
+        "local protection error\n"
+    )
+    d = diagnose_text(log, engine="sglang", engine_version="0.5.23")
+    assert (d.error_class, d.component) == ("other", "communication")
+    changes = [(c.name, c.value) for h in d.hypotheses for c in h.changes]
+    assert ("--disaggregation-transfer-backend", "nixl") in changes
+    # vLLM sets its connector in a JSON document: nothing to spell
+    v = diagnose_text(log, engine="vllm")
+    assert "--disaggregation-transfer-backend" not in [
+        c.name for h in v.hypotheses for c in h.changes
+    ]
