@@ -234,3 +234,11 @@ def test_ollama_s_runner_under_its_new_name_is_still_ollama_s() -> None:
     )
     d = diagnose_text(log)
     assert (d.engine, d.error_class) == ("ollama", "cuda_oom")
+
+
+def test_a_native_server_s_undated_failure_happened_while_it_loaded_the_model() -> None:
+    log = "Error: llama runner process has terminated: error:unexpected end of stream\n"
+    d = diagnose_text(log)
+    assert (d.engine, d.error_class, d.phase) == ("ollama", "other", "load")
+    # a Python server's undated failure stays at start-up
+    assert diagnose_text("RuntimeError: something odd\n", engine="vllm").phase == "startup"

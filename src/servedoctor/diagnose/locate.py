@@ -156,6 +156,9 @@ class Location:
 
 
 def _class_phase(error_class: str, obs: Observations) -> str:
+    spec = all_engines().get(obs.engine or "")
+    if spec is not None and error_class in spec.undated:
+        return spec.undated[error_class]
     if error_class == "nccl_error":
         numbers = [int(m.group(1)) for t in obs.texts for m in [_SEQNUM.search(t.text)] if m]
         if numbers and min(numbers) > EARLY_COLLECTIVES:

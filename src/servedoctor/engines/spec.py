@@ -103,6 +103,11 @@ class EngineSpec(_Strict):
     warmup_before_ready: bool = Field(
         default=False, description="serves its own warm-up request before saying 'ready'"
     )
+    undated: dict[str, Phase] = Field(
+        default_factory=dict,
+        description="error class → the phase its failures happen in when nothing in the log "
+        "dates them (a binary that starts a runner per model fails while loading it)",
+    )
     host_flags: list[str] = Field(default_factory=lambda: ["--host"])
     port_flags: list[str] = Field(default_factory=lambda: ["--port"])
 
