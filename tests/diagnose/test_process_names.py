@@ -68,3 +68,24 @@ def test_an_engine_named_by_its_own_message_has_its_own_phase_markers_read() -> 
     assert [p.fields["phase"] for p in vllm.phases] == ["serving", "shutdown"]
     assert obs.engine is None  # a copy
     assert diagnose_text(log).phase == "shutdown"
+
+
+def test_the_format_of_a_log_s_lines_names_its_engine() -> None:
+    vllm = "INFO 12-30 17:35:37 [__init__.py:216] Automatically detected platform cuda.\nRuntimeError: boom\n"
+    assert diagnose_text(vllm).engine == "vllm"
+    llama = "0.00.034.405 I srv    load_model: loading model 'm.gguf'\n/x/y.cpp:12: GGML_ASSERT(a) failed\n"
+    assert diagnose_text(llama).engine == "llamacpp"
+    # a format nobody owns names nobody
+    plain = "2025-01-01 10:00:00,000 - app - ERROR - RuntimeError: boom\n"
+    assert diagnose_text(plain).engine is None
+
+
+def test_a_module_or_file_of_the_vllm_package_names_vllm_but_its_docs_site_does_not() -> None:
+    assert (
+        diagnose_text("AttributeError: module 'vllm.envs' has no attribute 'is_set'\n").engine
+        == "vllm"
+    )
+    so = "ImportError: /usr/lib/python3/dist-packages/vllm/_C.abi3.so: undefined symbol: _ZN3c10\n"
+    assert diagnose_text(so).engine == "vllm"
+    docs = "RuntimeError: boom, see https://docs.vllm.ai/en/latest/ for help\n"
+    assert diagnose_text(docs).engine is None

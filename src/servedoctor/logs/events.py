@@ -534,10 +534,13 @@ def extract(lines: Iterable[Line], engines: Iterable[EngineSpec] | None = None) 
     collected = _Events()
     tail: deque[Line] = deque(maxlen=TAIL_LINES)
     sources: dict[str, int] = {}  # process names from line prefixes → first line
+    forms: dict[str, int] = {}  # line formats (prefixes.yaml names) → first line
     for line in lines:
         tail.append(line)
         if line.source and line.source not in sources and len(sources) < MAX_SOURCES:
             sources[line.source] = line.number
+        for form in line.forms:
+            forms.setdefault(form, line.number)
         for event in extractor.feed(line):
             collected.add(event)
     for event in extractor.finish():
@@ -559,6 +562,11 @@ def extract(lines: Iterable[Line], engines: Iterable[EngineSpec] | None = None) 
     events.extend(
         Event(kind="process", line=n, text=f"process {name}", fields={"source": name})
         for name, n in sources.items()
+    )
+    # so are the formats its lines are written in (vLLM's logger, llama.cpp's server)
+    events.extend(
+        Event(kind="format", line=n, text=f"format {name}", fields={"format": name})
+        for name, n in forms.items()
     )
     events.sort(key=lambda e: e.line)
     return events

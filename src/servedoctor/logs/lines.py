@@ -35,6 +35,7 @@ class Line:
     rank: str | None = None
     source: str | None = None
     level: str | None = None
+    forms: tuple[str, ...] = ()  # the prefixes peeled (prefixes.yaml names), outermost first
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,26 +54,27 @@ _GROUPS = ("msg", "rank", "source", "level")
 
 
 @lru_cache(maxsize=1)
-def _any_prefix() -> tuple[re.Pattern[str], dict[int, tuple[str | None, ...]]]:
+def _any_prefix() -> tuple[re.Pattern[str], dict[int, tuple[str, tuple[str | None, ...]]]]:
     """All prefixes in one anchored alternation, tried in order as the list is.
 
     An alternation at a fixed position takes its first alternative that matches, so the
     prefix this finds is the one the loop over :func:`_prefixes` would take, with the same
     groups; one search instead of one per prefix. Each alternative is wrapped in a group
-    that closes last, so ``lastindex`` says which matched; the value maps it to the group
-    names (renamed apart) of ``msg``, ``rank``, ``source`` and ``level``.
+    that closes last, so ``lastindex`` says which matched; the value maps it to the prefix's
+    name and the group names (renamed apart) of ``msg``, ``rank``, ``source`` and ``level``.
     """
     parts: list[str] = []
-    names: list[tuple[str, tuple[str | None, ...]]] = []
+    names: list[tuple[str, str, tuple[str | None, ...]]] = []
     for i, prefix in enumerate(_prefixes()):
         pattern = prefix.regex.pattern
         own = set(prefix.regex.groupindex)
         pattern = re.sub(r"\(\?P<(\w+)>", rf"(?P<\1__{i}>", pattern)
         pattern = re.sub(r"\(\?P=(\w+)\)", rf"(?P=\1__{i})", pattern)
         parts.append(f"(?P<p__{i}>{pattern})")
-        names.append((f"p__{i}", tuple(f"{g}__{i}" if g in own else None for g in _GROUPS)))
+        groups = tuple(f"{g}__{i}" if g in own else None for g in _GROUPS)
+        names.append((f"p__{i}", prefix.name, groups))
     regex = re.compile("|".join(parts))
-    return regex, {regex.groupindex[wrap]: groups for wrap, groups in names}
+    return regex, {regex.groupindex[wrap]: (name, groups) for wrap, name, groups in names}
 
 
 #: Cleaned forms of short raw lines that repeat (traceback frames, their code lines).
@@ -154,7 +156,7 @@ def clean(number: int, raw: bytes) -> Line:
             _CLEANED.clear()
         _CLEANED[raw] = known
         return known
-    return Line(number, known.text, known.full, known.rank, known.source, known.level)
+    return Line(number, known.text, known.full, known.rank, known.source, known.level, known.forms)
 
 
 def _clean(number: int, raw: bytes) -> Line:
@@ -165,11 +167,13 @@ def _clean(number: int, raw: bytes) -> Line:
         if parsed is not None:
             text, level, rank = parsed
     any_prefix, group_names = _any_prefix()
+    forms: list[str] = []
     for _ in range(3):
         m = any_prefix.match(text)
         if m is None:
             break
-        g_msg, g_rank, g_source, g_level = group_names[m.lastindex or 0]
+        form, (g_msg, g_rank, g_source, g_level) = group_names[m.lastindex or 0]
+        forms.append(form)
         assert g_msg is not None
         text = m.group(g_msg)
         rank = ((m.group(g_rank) if g_rank else None) or "").strip() or rank
@@ -178,4 +182,12 @@ def _clean(number: int, raw: bytes) -> Line:
     if rank is None and source:
         m2 = _RANK_IN_SOURCE.search(source)
         rank = m2.group(0) if m2 else None
-    return Line(number=number, text=text, full=full, rank=rank, source=source, level=level)
+    return Line(
+        number=number,
+        text=text,
+        full=full,
+        rank=rank,
+        source=source,
+        level=level,
+        forms=tuple(forms),
+    )

@@ -23,6 +23,7 @@ EventKind = Literal[
     "jit",
     "tail",
     "process",  # a process name a line prefix gave (vLLM's "(EngineCore_DP0 pid=…)")
+    "format",  # a line format the log is written in (prefixes.yaml: vLLM's logger, llama.cpp's)
 ]
 
 
