@@ -57,3 +57,20 @@ def test_an_rdma_completion_error_of_the_kv_transfer_offers_the_other_backend() 
     assert "--disaggregation-transfer-backend" not in [
         c.name for h in v.hypotheses for c in h.changes
     ]
+
+
+def test_nccl_s_system_error_suspects_its_shared_memory_transport_too() -> None:
+    log = (
+        "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)\n"
+    )
+    d = diagnose_text(log, engine="vllm")
+    assert ("NCCL_SHM_DISABLE", "1") in [(c.name, c.value) for h in d.hypotheses for c in h.changes]
+    # a binary server without NCCL is offered nothing of it
+    native = diagnose_text(log, engine="llamacpp")
+    assert "NCCL_SHM_DISABLE" not in [c.name for h in native.hypotheses for c in h.changes]
+
+
+def test_a_wrapper_waiting_for_llama_server_is_a_hang_while_loading() -> None:
+    log = "Loading model m-GGUF...\nStill waiting for llama-server...\nllama-server failed to start within timeout\n"
+    d = diagnose_text(log)
+    assert (d.engine, d.error_class, d.phase) == ("llamacpp", "hang", "load")
