@@ -219,3 +219,12 @@ def test_a_request_model_of_an_openai_endpoint_fails_while_serving() -> None:
         "AttributeError: 'Schema' object has no attribute 'get'\n"
     )
     assert diagnose_text(log).phase == "serving"
+
+
+def test_a_kernel_source_under_a_prefill_or_decode_folder_names_the_step() -> None:
+    from servedoctor.diagnose import diagnose_text
+
+    prefill = "RuntimeError: Assertion error (/deps/kern/csrc/sm90/prefill/sparse/phase1.cuh:614): `res` failed.\n"
+    decode = "RuntimeError: CUDA error at /deps/kern/csrc/decode/splitkv.cuh:88: an illegal memory access\n"
+    assert diagnose_text(prefill).phase == "prefill"
+    assert diagnose_text(decode).phase == "decode"
