@@ -42,6 +42,7 @@ TARGETS = {
     "holdout20": (15, 0.80, 0.53, 0.46),
     "holdout21": (17, 0.88, 0.70, 0.68),
     "holdout22": (12, 0.83, 0.75, 0.45),
+    "holdout23": (13, 0.76, 0.61, 0.45),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -61,6 +62,7 @@ FIX_TARGETS = {
     "holdout20": 0.42,
     "holdout21": 0.43,
     "holdout22": 0.18,
+    "holdout23": 0.08,
 }
 
 
