@@ -228,3 +228,15 @@ def test_a_kernel_source_under_a_prefill_or_decode_folder_names_the_step() -> No
     decode = "RuntimeError: CUDA error at /deps/kern/csrc/decode/splitkv.cuh:88: an illegal memory access\n"
     assert diagnose_text(prefill).phase == "prefill"
     assert diagnose_text(decode).phase == "decode"
+
+
+def test_waking_a_sleeping_engine_allocates_its_memory_again() -> None:
+    from servedoctor.diagnose import diagnose_text
+
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/venv/lib/python3.10/site-packages/vllm/entrypoints/llm.py", line 1244, in wake_up\n'
+        "    self.llm_engine.wake_up()\n"
+        "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62\n"
+    )
+    assert diagnose_text(log).phase == "memory_setup"

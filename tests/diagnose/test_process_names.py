@@ -89,3 +89,13 @@ def test_a_module_or_file_of_the_vllm_package_names_vllm_but_its_docs_site_does_
     assert diagnose_text(so).engine == "vllm"
     docs = "RuntimeError: boom, see https://docs.vllm.ai/en/latest/ for help\n"
     assert diagnose_text(docs).engine is None
+
+
+def test_a_model_address_on_ollama_s_registry_does_not_name_ollama() -> None:
+    log = (
+        "exec_cmd: podman run --label ai.ramalama.model=ollama://tinyllama quay.io/img llama-run m\n"
+        "ERROR (catatonit:2): failed to exec pid1: No such file or directory\n"
+    )
+    d = diagnose_text(log)
+    assert d.engine != "ollama"
+    assert d.error_class == "missing_dependency"
