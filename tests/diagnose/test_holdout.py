@@ -43,6 +43,7 @@ TARGETS = {
     "holdout21": (17, 0.88, 0.70, 0.68),
     "holdout22": (12, 0.83, 0.75, 0.45),
     "holdout23": (13, 0.76, 0.61, 0.45),
+    "holdout24": (4, 0.25, 0.75, 0.25),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
