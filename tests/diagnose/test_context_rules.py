@@ -74,3 +74,32 @@ def test_a_wrapper_waiting_for_llama_server_is_a_hang_while_loading() -> None:
     log = "Loading model m-GGUF...\nStill waiting for llama-server...\nllama-server failed to start within timeout\n"
     d = diagnose_text(log)
     assert (d.engine, d.error_class, d.phase) == ("llamacpp", "hang", "load")
+
+
+def _spelled(log: str, engine: str, version: str | None = None) -> list[tuple[str, str | None]]:
+    d = diagnose_text(log, engine=engine, engine_version=version)
+    return [(c.name, c.value) for h in d.hypotheses for c in h.changes]
+
+
+def test_memory_running_out_while_decoding_offers_fewer_sequences() -> None:
+    log = (
+        "[2026-01-01 10:00:00 TP0] Decode batch. #running-req: 256, #token: 90000\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    )
+    d = diagnose_text(log, engine="sglang", engine_version="0.5.23")
+    assert d.phase == "decode"
+    assert ("--max-running-requests", "64") in _spelled(log, "sglang", "0.5.23")
+
+
+def test_ranks_timing_out_while_loading_get_a_longer_distributed_timeout() -> None:
+    log = (
+        "[2026-01-01 10:00:00 TP0] Load weight begin. avail mem=78.00 GB\n"
+        "[rank1]:[E ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=3, OpType=BROADCAST, Timeout(ms)=600000) ran for 600031 ms\n"
+    )
+    assert ("--dist-timeout", "3600") in _spelled(log, "sglang", "0.5.23")
+
+
+def test_sglang_s_watchdog_limit_is_doubled_from_the_one_in_effect() -> None:
+    log = "[2025-10-29 11:25:58 TP3] Watchdog timeout (self.watchdog_timeout=300)\n"
+    assert ("--watchdog-timeout", "600") in _spelled(log, "sglang", "0.5.23")
