@@ -242,3 +242,16 @@ def test_a_native_server_s_undated_failure_happened_while_it_loaded_the_model() 
     assert (d.engine, d.error_class, d.phase) == ("ollama", "other", "load")
     # a Python server's undated failure stays at start-up
     assert diagnose_text("RuntimeError: something odd\n", engine="vllm").phase == "startup"
+
+
+def test_ggml_s_cuda_check_abort_line_is_a_failure() -> None:
+    d = diagnose_text("ggml/src/ggml-cuda/ggml-cuda.cu:102: CUDA error\n")
+    assert (d.engine, d.error_class) == ("llamacpp", "other")
+
+
+def test_a_matmul_by_expert_id_is_the_moe_layers() -> None:
+    log = (
+        "CUDA error: an illegal memory access was encountered\n"
+        "current device: 0, in function launch_mul_mat_q_id at /src/ggml/src/ggml-cuda/mmq_id_common.cuh:3976\n"
+    )
+    assert diagnose_text(log).component == "moe"
