@@ -44,6 +44,7 @@ TARGETS = {
     "holdout22": (12, 0.83, 0.75, 0.45),
     "holdout23": (13, 0.76, 0.61, 0.45),
     "holdout24": (4, 0.25, 0.75, 0.25),
+    "holdout25": (6, 0.83, 0.16, 0.66),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
