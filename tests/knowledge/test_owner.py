@@ -180,4 +180,5 @@ def test_an_engine_that_pins_its_own_build_of_a_kernel_library_moves_that_build(
     assert package_of_kernel_library("deepgemm", "sglang") == "sgl-deep-gemm"
     assert package_of_kernel_library("deepgemm", "vllm") == "deep-gemm"
     assert package_of_kernel_library("flashinfer", "sglang") == "flashinfer-python"
+    assert package_of_kernel_library("flashmla", "vllm") == "vllm"  # compiled into its wheel
     assert package_of_kernel_library("cutlass", "sglang") is None
