@@ -1,4 +1,5 @@
-"""Rules that read what the server was doing just before the root failure (``before_root``)."""
+"""Rules that read a failure's context (what the server was doing just before it, the phase it
+happened in) and the change each engine spells for them."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ SAVE = "srv  prompt_save:  - saving prompt with length 77712, total state size =
 ASSERT = "/opt/llama.cpp/src/llama-context.cpp:2210: GGML_ASSERT(total_size == size) failed"
 
 
-def _changes(log: str) -> list[tuple[str, str | None]]:
-    d = diagnose_text(log, engine="llamacpp")
+def _spelled(log: str, engine: str, version: str | None = None) -> list[tuple[str, str | None]]:
+    d = diagnose_text(log, engine=engine, engine_version=version)
     return [(c.name, c.value) for h in d.hypotheses for c in h.changes]
 
 
@@ -18,7 +19,7 @@ def test_a_failure_right_after_a_host_cache_save_suspects_that_cache() -> None:
     assert "HOSTKV001" in d.rules
     assert d.component == "memory"
     assert d.phase == "serving"
-    assert ("--cache-ram", "0") in _changes(f"{SAVE}\n{ASSERT}\n")
+    assert ("--cache-ram", "0") in _spelled(f"{SAVE}\n{ASSERT}\n", "llamacpp")
 
 
 def test_a_save_long_before_the_failure_says_nothing_of_it() -> None:
@@ -29,10 +30,7 @@ def test_a_save_long_before_the_failure_says_nothing_of_it() -> None:
 
 def test_the_tier_is_spelled_for_each_engine_that_has_one() -> None:
     log = "updating prompt cache\nRuntimeError: CUDA error: an illegal memory access was encountered\n"
-    sglang = diagnose_text(log, engine="sglang", engine_version="0.5.23")
-    assert ("--enable-hierarchical-cache", "<remove>") in [
-        (c.name, c.value) for h in sglang.hypotheses for c in h.changes
-    ]
+    assert ("--enable-hierarchical-cache", "<remove>") in _spelled(log, "sglang", "0.5.23")
 
 
 def test_a_trtllm_line_prefix_names_its_engine() -> None:
@@ -50,35 +48,24 @@ def test_an_rdma_completion_error_of_the_kv_transfer_offers_the_other_backend() 
     )
     d = diagnose_text(log, engine="sglang", engine_version="0.5.23")
     assert (d.error_class, d.component) == ("other", "communication")
-    changes = [(c.name, c.value) for h in d.hypotheses for c in h.changes]
-    assert ("--disaggregation-transfer-backend", "nixl") in changes
+    assert ("--disaggregation-transfer-backend", "nixl") in _spelled(log, "sglang", "0.5.23")
     # vLLM sets its connector in a JSON document: nothing to spell
-    v = diagnose_text(log, engine="vllm")
-    assert "--disaggregation-transfer-backend" not in [
-        c.name for h in v.hypotheses for c in h.changes
-    ]
+    assert "--disaggregation-transfer-backend" not in dict(_spelled(log, "vllm"))
 
 
 def test_nccl_s_system_error_suspects_its_shared_memory_transport_too() -> None:
     log = (
         "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)\n"
     )
-    d = diagnose_text(log, engine="vllm")
-    assert ("NCCL_SHM_DISABLE", "1") in [(c.name, c.value) for h in d.hypotheses for c in h.changes]
+    assert ("NCCL_SHM_DISABLE", "1") in _spelled(log, "vllm")
     # a binary server without NCCL is offered nothing of it
-    native = diagnose_text(log, engine="llamacpp")
-    assert "NCCL_SHM_DISABLE" not in [c.name for h in native.hypotheses for c in h.changes]
+    assert "NCCL_SHM_DISABLE" not in dict(_spelled(log, "llamacpp"))
 
 
 def test_a_wrapper_waiting_for_llama_server_is_a_hang_while_loading() -> None:
     log = "Loading model m-GGUF...\nStill waiting for llama-server...\nllama-server failed to start within timeout\n"
     d = diagnose_text(log)
     assert (d.engine, d.error_class, d.phase) == ("llamacpp", "hang", "load")
-
-
-def _spelled(log: str, engine: str, version: str | None = None) -> list[tuple[str, str | None]]:
-    d = diagnose_text(log, engine=engine, engine_version=version)
-    return [(c.name, c.value) for h in d.hypotheses for c in h.changes]
 
 
 def test_memory_running_out_while_decoding_offers_fewer_sequences() -> None:
