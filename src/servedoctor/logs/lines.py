@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -156,7 +156,7 @@ def clean(number: int, raw: bytes) -> Line:
             _CLEANED.clear()
         _CLEANED[raw] = known
         return known
-    return Line(number, known.text, known.full, known.rank, known.source, known.level, known.forms)
+    return replace(known, number=number)
 
 
 def _clean(number: int, raw: bytes) -> Line:
