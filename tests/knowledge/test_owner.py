@@ -182,3 +182,11 @@ def test_an_engine_that_pins_its_own_build_of_a_kernel_library_moves_that_build(
     assert package_of_kernel_library("flashinfer", "sglang") == "flashinfer-python"
     assert package_of_kernel_library("flashmla", "vllm") == "vllm"  # compiled into its wheel
     assert package_of_kernel_library("cutlass", "sglang") is None
+
+
+def test_a_compile_pass_failing_offers_the_release_before_the_stated_one() -> None:
+    log = "RuntimeError: Tried to erase Node size_1 but it still had 2 users in the graph: {a: None}!\n"
+    stated = _packages(diagnose_text(log, engine="vllm", engine_version="0.19.0").hypotheses)
+    assert ("vllm", "the release before 0.19.0") in stated
+    unknown = _packages(diagnose_text(log, engine="vllm").hypotheses)
+    assert ("vllm", "another release") in unknown

@@ -18,6 +18,7 @@ from servedoctor.engines.spec import engine_distribution
 from servedoctor.knowledge.facts import is_system_package
 from servedoctor.knowledge.knobs import fill, free_port, knob, vocabulary
 from servedoctor.knowledge.schema import ChangeSpec
+from servedoctor.knowledge.versionwords import release_before
 from servedoctor.model import REMOVE, Change
 
 
@@ -75,6 +76,8 @@ def fill_text(template: str, groups: Mapping[str, str], setting: Setting) -> str
 def _lookup(key: str, target: str | None, setting: Setting) -> str | None:
     if key == "engine":  # the package the server itself is installed as
         return engine_distribution(setting.engine)
+    if key == "release_before":  # the engine's release before the one the log states
+        return release_before(setting.version) if setting.version else None
     if key == "current":
         return setting.value_of(target) if target else None
     if key.startswith("flag:"):

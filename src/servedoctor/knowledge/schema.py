@@ -93,7 +93,8 @@ class ChangeSpec(_Strict):
     value: str | None = Field(
         default=None,
         description="may hold {group} (text the rule captured), {current±step} (the knob's "
-        "setting in effect, shifted) or {flag:name±step} (a flag in effect)",
+        "setting in effect, shifted), {flag:name±step} (a flag in effect) or {release_before} "
+        "(the engine's release before the one the log states)",
     )
     default: str | None = Field(default=None, description="value when a placeholder is unknown")
     cause: str = Field(description="the hypothesis this change tests, in one sentence")
