@@ -151,3 +151,36 @@ def test_transformers_serve() -> None:
     port = inv.flag("--port")
     assert port is not None and port.type == "int" and port.default == "8000"
     assert inv.has("--cb-block-size", "5.24.0") and not inv.has("--cb-block-size", "5.0.0")
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_every_own_variable_a_knob_spells_is_read_by_the_releases_it_claims(engine: str) -> None:
+    """The engine's own variables (VLLM_…, SGLANG_…) in its knob spellings exist in every
+    inventoried release the spelling's range covers, as flags do in the flag inventories."""
+    from servedoctor.engines.adapter import adapter
+    from servedoctor.engines.inventory import env_names
+
+    names = env_names(engine)
+    assert names is not None
+    releases = sorted({v for vs in names.values() for v in vs})
+    own = adapter(engine)
+    assert own is not None
+    checked = 0
+    for knob_id, spelled in own.knobs.items():
+        for s in spelled:
+            if s.env is None or not s.env.startswith(("VLLM_", "SGLANG_", "SGL_")):
+                continue
+            for release in releases:
+                if s.holds_for(release):
+                    assert release in names.get(s.env, []), (knob_id, s.env, release)
+                    checked += 1
+    assert checked  # the check reached some spelling
+
+
+def test_a_variable_a_release_dropped_is_not_in_its_inventory() -> None:
+    from servedoctor.engines.inventory import env_names
+
+    vllm = env_names("vllm")
+    assert vllm is not None
+    assert vllm["VLLM_ATTENTION_BACKEND"] == ["0.11.1"]  # --attention-backend since
+    assert "0.33.0" in vllm["VLLM_ROCM_USE_AITER_MOE"]

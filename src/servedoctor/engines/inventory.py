@@ -180,3 +180,16 @@ def inventory(engine: str) -> Inventory | None:
 def known_inventories() -> list[str]:
     """Engines that have an inventory."""
     return sorted(p.stem for p in INVENTORY_DIR.glob("*.yaml"))
+
+
+ENV_DIR = INVENTORY_DIR / "env"
+
+
+def env_names(engine: str) -> dict[str, list[str]] | None:
+    """The engine's own environment variables each inventoried release reads (name → the
+    releases), from ``inventory/env/<engine>.yaml``; None where none was read."""
+    path = ENV_DIR / f"{engine}.yaml"
+    if not path.is_file():
+        return None
+    data = load_yaml(path)
+    return {str(k): [str(v) for v in vs] for k, vs in data["names"].items()}
