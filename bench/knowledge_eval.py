@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from servedoctor.diagnose.fixmatch import same_fix
+from servedoctor.diagnose.precedent import EXCLUDE_ENV
 from servedoctor.engines import all_engines
 from servedoctor.engines.inventory import inventory
 from servedoctor.model import Change
@@ -40,8 +41,11 @@ HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src"
 
 
-def diagnose_all(src: Path, logs: list[Path], engine: str | None = None) -> list[dict[str, Any]]:
-    env = {**os.environ, "PYTHONPATH": str(src)}
+def diagnose_all(
+    src: Path, logs: list[Path], engine: str | None = None, corpus: str = ""
+) -> list[dict[str, Any]]:
+    # a corpus being scored never serves as its own precedents (servedoctor.diagnose.precedent)
+    env = {**os.environ, "PYTHONPATH": str(src), EXCLUDE_ENV: corpus}
     named = ["--engine", engine] if engine else []
     proc = subprocess.run(
         [sys.executable, "-m", "servedoctor", "diagnose", "--json", *named, *map(str, logs)],
@@ -57,18 +61,18 @@ def diagnose_all(src: Path, logs: list[Path], engine: str | None = None) -> list
 
 
 def diagnose_cases(
-    src: Path, dirs: list[Path], cases: list[dict[str, Any]], engine_known: bool
+    src: Path, dirs: list[Path], cases: list[dict[str, Any]], engine_known: bool, corpus: str
 ) -> list[dict[str, Any]]:
     """Diagnose every case's log, one subprocess per engine when the engine is given."""
     if not engine_known:
-        return diagnose_all(src, [d / "log.txt" for d in dirs])
+        return diagnose_all(src, [d / "log.txt" for d in dirs], corpus=corpus)
     outputs: list[dict[str, Any]] = [{}] * len(dirs)
     by_engine: dict[str | None, list[int]] = {}
     for i, labels in enumerate(cases):
         engine = labels.get("engine")
         by_engine.setdefault(engine if engine in all_engines() else None, []).append(i)
     for engine, idx in by_engine.items():
-        done = diagnose_all(src, [dirs[i] / "log.txt" for i in idx], engine)
+        done = diagnose_all(src, [dirs[i] / "log.txt" for i in idx], engine, corpus)
         for i, out in zip(idx, done, strict=True):
             outputs[i] = out
     return outputs
@@ -120,14 +124,23 @@ def main() -> int:
     versions = {"this checkout": SRC}
     if args.baseline_src:
         versions = {"baseline": args.baseline_src, **versions}
+    pooled: dict[str, dict[str, list[int]]] = {}
     for corpus in args.corpora:
         dirs = sorted(p for p in corpus.iterdir() if (p / "case.yaml").is_file())
         cases = [yaml.safe_load((d / "case.yaml").read_text()) for d in dirs]
         print(f"== {corpus} ({len(dirs)} cases)")
         for name, src in versions.items():
-            tally = score(cases, diagnose_cases(src, dirs, cases, args.engine_known))
-            cells = "  ".join(f"{k} {fmt(v)}" for k, v in tally.items())
-            print(f"  {name:<14} {cells}")
+            outputs = diagnose_cases(src, dirs, cases, args.engine_known, corpus.resolve().name)
+            tally = score(cases, outputs)
+            total = pooled.setdefault(name, {k: [0, 0] for k in tally})
+            for k, (got, n) in tally.items():
+                total[k][0] += got
+                total[k][1] += n
+            print(f"  {name:<14} {'  '.join(f'{k} {fmt(v)}' for k, v in tally.items())}")
+    if len(args.corpora) > 1:
+        print(f"== pooled ({len(args.corpora)} corpora)")
+        for name, total in pooled.items():
+            print(f"  {name:<14} {'  '.join(f'{k} {fmt(v)}' for k, v in total.items())}")
     return 0
 
 

@@ -7,10 +7,18 @@ import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from servedoctor.diagnose.hypotheses import fill_up, from_hits, localise, rank, why_none
+from servedoctor.diagnose.hypotheses import (
+    fill_up,
+    from_hits,
+    localise,
+    rank,
+    setting_of,
+    why_none,
+)
 from servedoctor.diagnose.locate import frames_near, locate
 from servedoctor.diagnose.match import Hit, match_rules
 from servedoctor.diagnose.observe import Observations, Text, named, observe
@@ -19,6 +27,11 @@ from servedoctor.diagnose.owner import (
     culprit_release,
     engine_release,
     owner_hypotheses,
+)
+from servedoctor.diagnose.precedent import (
+    Reading,
+    precedent_hypotheses,
+    precedents_for,
 )
 from servedoctor.errors import UserError
 from servedoctor.knowledge.registry import Registry, default_registry
@@ -160,7 +173,8 @@ def diagnose_stream(
     registry: Registry | None = None,
 ) -> Diagnosis:
     scanner = Scanner(stream)
-    events = extract(scanner)
+    reading = Reading()
+    events = extract(reading.watch(scanner))
     obs = observe(
         events,
         engine=engine,
@@ -175,6 +189,7 @@ def diagnose_stream(
         arch=arch,
         registry=registry or default_registry(),
         stats=scanner.stats,
+        reading=reading,
     )
 
 
@@ -282,8 +297,10 @@ def diagnose_observations(
     arch: str | None,
     registry: Registry,
     stats: ScanStats | None = None,
+    reading: Reading | None = None,
 ) -> Diagnosis:
     rules = registry.area("diagnose")
+    found = precedents_for(reading)
     hits = match_rules(rules, obs, arch=arch, phase=None)
     if obs.engine is None and (engine := _engine_of_own_messages(hits)) is not None:
         # the log names no engine, but it printed this engine's own text
@@ -294,10 +311,17 @@ def diagnose_observations(
     root_event = root_hit.text.event if root_hit and root_hit.text else _root_failure(obs)
 
     error_class: str | None
+    guessed = False  # the class is the precedents' vote, not a rule's or an event's
     if root_hit is not None:
         error_class = root_hit.rule.labels.error_class
     elif root_event is not None:
         error_class = KIND_CLASS.get(root_event.kind, "other")
+    elif reading is not None and reading.error_line is not None:
+        # no rule and no traceback, but a line reports a failure in words
+        line, text = reading.error_line
+        root_event = Event(kind="notable", line=line, text=text)
+        error_class = (found.guess("error_class", reading.words) if found else None) or "other"
+        guessed = True
     else:
         error_class = None
 
@@ -333,6 +357,11 @@ def diagnose_observations(
         phase_hint=phase_hint,
         phase_default=_phase_default(root_hit, classifiers),
     )
+    if found and reading and loc.phase and loc.phase_source == "class":
+        # only the class's default said when: the precedents' vote knows more
+        voted = found.outvotes("phase", reading.words, loc.phase)
+        if voted is not None:
+            loc = replace(loc, phase=voted, phase_source="precedents")
     context_hits = match_rules(
         rules,
         obs,
@@ -382,6 +411,12 @@ def diagnose_observations(
     if library is not None:
         releases.insert(0, library)
     hypotheses = fill_up(hypotheses, [*fallbacks, *releases])
+    if found is not None and reading is not None:
+        # slots the rules left free: what fixed the most similar public failures
+        similar = precedent_hypotheses(found, reading.words, setting_of(obs))
+        hypotheses = fill_up(hypotheses, similar)
+        if component in (None, "unknown"):
+            component = found.guess("component", reading.words) or component
     fallback_ids = {h.rule.id for h in fallback_hits}
 
     evidence = _evidence(obs, root_text, root_event, loc.sync_frame, [*supporting, *context_hits])
@@ -394,6 +429,8 @@ def diagnose_observations(
         )
         summary += f" No change to try: {(reason or why_none(obs, error_class)).rstrip('.')}."
     extras["phase_source"] = loc.phase_source
+    if guessed:
+        extras["class_source"] = "precedents"
     extras["engine_version"] = obs.engine_version
     return Diagnosis(
         file=name,

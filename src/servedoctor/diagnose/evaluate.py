@@ -14,6 +14,7 @@ from typing import Any
 from servedoctor.datafile import load_yaml
 from servedoctor.diagnose.api import diagnose_path
 from servedoctor.diagnose.fixmatch import same_fix
+from servedoctor.diagnose.precedent import leaving_out
 from servedoctor.engines.inventory import inventory
 from servedoctor.errors import UserError
 from servedoctor.model import Diagnosis
@@ -137,6 +138,7 @@ def evaluate(corpus: Path) -> Score:
     if not cases:
         raise UserError(f"{corpus}: no case folders (each needs case.yaml and log.txt)")
     score = Score()
-    for case in cases:
-        score_case(case, score)
+    with leaving_out(corpus.resolve().name):  # a corpus is never its own precedent
+        for case in cases:
+            score_case(case, score)
     return score

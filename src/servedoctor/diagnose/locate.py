@@ -155,15 +155,17 @@ class Location:
     sync_frame: Frame | None
 
 
-def _class_phase(error_class: str, obs: Observations) -> str:
+def _class_phase(error_class: str, obs: Observations) -> tuple[str, str]:
+    """The phase a failure of this class has when the log dates it no other way: the
+    engine's own default, a collective's sequence number, else the class's ("class")."""
     spec = all_engines().get(obs.engine or "")
     if spec is not None and error_class in spec.undated:
-        return spec.undated[error_class]
+        return spec.undated[error_class], "engine"
     if error_class == "nccl_error":
         numbers = [int(m.group(1)) for t in obs.texts for m in [_SEQNUM.search(t.text)] if m]
-        if numbers and min(numbers) > EARLY_COLLECTIVES:
-            return "serving"
-    return CLASS_PHASE.get(error_class, "startup")
+        if numbers:  # the first few collectives run while the ranks are set up
+            return ("serving" if min(numbers) > EARLY_COLLECTIVES else "startup"), "count"
+    return CLASS_PHASE.get(error_class, "startup"), "class"
 
 
 def _warmup_refinement(obs: Observations, phase: str, root: Event | None) -> str:
@@ -213,8 +215,8 @@ def locate(
             if jit:
                 message += "\n" + jit[-1].text
     phase, source = _phase(obs, error_class, root, message, frames, rule_phase, phase_hint)
-    if source == "class" and phase_default is not None:
-        phase = phase_default
+    if source in ("class", "engine", "count") and phase_default is not None:
+        phase, source = phase_default, "rule default"
     if phase == "serving" and phase_hint in ("prefill", "decode"):
         phase = phase_hint
     if phase == "serving" and source in ("frames", "text"):
@@ -296,7 +298,7 @@ def _phase(
             return marker.fields["phase"], "marker"
     if phase_hint:
         return phase_hint, "supervisor"
-    return _class_phase(error_class, obs), "class"
+    return _class_phase(error_class, obs)
 
 
 def _component(
