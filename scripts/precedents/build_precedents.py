@@ -4,7 +4,7 @@ Each case folder holds ``log.txt`` and ``case.yaml`` (../shared/corpus/TAXONOMY.
 log is read the way ``diagnose`` reads one (the same scanner and cleaning), so a case's
 words are the words diagnose would see.
 
-    python scripts/precedents/build_precedents.py            # tests/corpus/* and ../shared dev
+    python scripts/precedents/build_precedents.py            # scored sets (a README) + dev
     python scripts/precedents/build_precedents.py DIR ...    # these corpora only
 """
 
@@ -22,10 +22,9 @@ from servedoctor.logs.events import extract
 from servedoctor.logs.scan import Scanner
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULT = [
-    *sorted((ROOT / "tests" / "corpus").glob("holdout*")),
-    ROOT.parent / "shared" / "corpus" / "dev",
-]
+#: A held-out set joins once it has been scored: its README records that score.
+SCORED = sorted(p.parent for p in (ROOT / "tests" / "corpus").glob("holdout*/README.md"))
+DEFAULT = [*SCORED, ROOT.parent / "shared" / "corpus" / "dev"]
 
 
 def read(log: Path) -> Reading:

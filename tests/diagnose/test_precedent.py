@@ -138,7 +138,7 @@ def test_what_a_server_cannot_read_is_not_offered() -> None:
     )
     assert translate(p2p, "vllm", "llamacpp", None) is None  # one compiled binary: no NCCL
     pin = {"kind": "package", "name": "transformers", "value": "4.51.3"}
-    assert translate(pin, "vllm", "ollama", None) is None
+    assert translate(pin, "vllm", "ollama", None, {"transformers"}) is None
     assert (
         translate({"kind": "env", "name": "VLLM_USE_V1", "value": "0"}, "vllm", "sglang", None)
         is None
@@ -175,3 +175,19 @@ def test_a_healthy_log_still_reads_as_no_failure() -> None:
     )
     assert d.error_class is None
     assert d.summary == "No failure found in the log."
+
+
+def test_a_library_pin_is_offered_only_when_the_log_names_the_library() -> None:
+    pin = {"kind": "package", "name": "outlines", "value": "0.0.30"}
+    named = {"outlines", "json_schema"}
+    assert translate(pin, "sglang", "sglang", None, named) == Change(
+        kind="package", name="outlines", value="0.0.30"
+    )
+    assert translate(pin, "sglang", "sglang", None, {"torch"}) is None
+    hub = {"kind": "package", "name": "huggingface-hub", "value": ">=0.32"}
+    assert translate(hub, "vllm", "sglang", None, {"huggingface_hub"}) is not None
+    # words, not a version, or a server's own release: the rules' to offer
+    vague = {"kind": "package", "name": "pydantic", "value": ">=2 (with fastapi upgraded)"}
+    assert translate(vague, "vllm", "vllm", None, {"pydantic"}) is None
+    server = {"kind": "package", "name": "ollama", "value": "0.3.13"}
+    assert translate(server, "ollama", "vllm", None, {"ollama"}) is None

@@ -37,6 +37,7 @@ from typing import Any
 from servedoctor.engines import all_engines
 from servedoctor.engines.adapter import knobs_of, spell, spellings
 from servedoctor.engines.inventory import inventory
+from servedoctor.knowledge.facts import is_server_package, is_system_package
 from servedoctor.knowledge.knobs import knob
 from servedoctor.knowledge.propose import Setting
 from servedoctor.logs.lines import Line
@@ -67,6 +68,10 @@ _ERRORISH = re.compile(
 )
 _QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARN", "WARNING", "NOTICE", "TRACE", "D", "I", "W"})
 
+#: A PyPI distribution's name (not an image, a runtime's display name or a list).
+_DISTRIBUTION = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
+#: A version or a version range (a pin, ">=4.58", "0.14.1"), not words.
+_VERSION = re.compile(r"^(?:[<>=!~]=?\s*)?v?\d[\w.+*-]*(?:\s*,\s*[<>=!~]=?\s*v?\d[\w.+*-]*)*$")
 #: Environment variables that belong to one engine (another engine does not read them).
 _ENGINE_ENV = re.compile(r"^(?:VLLM|SGLANG|SGL|OLLAMA|LLAMA|GGML|TGI|LMDEPLOY|TRTLLM)_")
 
@@ -242,17 +247,31 @@ def precedents_for(reading: Reading | None) -> Precedents | None:
 
 
 def translate(
-    fix: dict[str, Any], source_engine: str | None, engine: str | None, version: str | None
+    fix: dict[str, Any],
+    source_engine: str | None,
+    engine: str | None,
+    version: str | None,
+    words: frozenset[str] | set[str] = frozenset(),
 ) -> Change | None:
-    """A precedent's confirmed fix as a change this engine and version accept, or ``None``."""
+    """A precedent's confirmed fix as a change this engine and version accept, or ``None``.
+    A package is offered only when this log names it (``words``): another thread's pin of a
+    library this failure never touched is noise."""
     kind, name, value = fix.get("kind"), str(fix.get("name") or ""), fix.get("value")
     value = None if value in (None, "") else str(value)
     if not name or kind not in ("flag", "env", "package"):
         return None
     if kind == "package":
-        if _native(engine) and name != all_engines()[engine or ""].distribution:
-            return None  # a Python package does not change a compiled server
-        return Change(kind="package", name=name, value=value)
+        # a library of the server's stack; the servers' own releases are the rules' to offer,
+        # and a Python package does not change a compiled server
+        if not _DISTRIBUTION.match(name) or is_server_package(name):
+            return None
+        if not _named(name, words) or (value is not None and not _VERSION.match(value)):
+            return None
+        if is_system_package(name):  # ROCm, a driver: only for the same server's stack
+            return (
+                Change(kind="package", name=name, value=value) if engine == source_engine else None
+            )
+        return None if _native(engine) else Change(kind="package", name=name, value=value)
     if engine is not None and engine == source_engine:
         if kind == "flag":
             inv = inventory(engine)
@@ -272,6 +291,12 @@ def translate(
         # a compiled server reads none of a Python stack's variables (NCCL's, torch's)
         return Change(kind="env", name=name, value=value)
     return None
+
+
+def _named(package: str, words: frozenset[str] | set[str]) -> bool:
+    """Does the log name this distribution (flashinfer-python as flashinfer)?"""
+    plain = package.lower().replace("-", "_").replace(".", "_")
+    return plain in words or plain.split("_")[0] in words
 
 
 def _native(engine: str | None) -> bool:
@@ -298,14 +323,14 @@ def _spell_like(
 
 
 def precedent_hypotheses(
-    found: Precedents, words: Iterable[str], setting: Setting
+    found: Precedents, words: set[str] | frozenset[str], setting: Setting
 ) -> list[Hypothesis]:
     """The fixes confirmed for the most similar cases, one hypothesis each."""
     out: list[Hypothesis] = []
     seen: set[tuple[str, str]] = set()
     for sim, case in found.nearest(words):
         assert case.fix is not None
-        change = translate(case.fix, case.engine, setting.engine, setting.version)
+        change = translate(case.fix, case.engine, setting.engine, setting.version, words)
         if change is None or (change.kind, change.name) in seen or _moot(change, setting):
             continue
         seen.add((change.kind, change.name))

@@ -33,6 +33,7 @@ def _tables() -> dict[str, Any]:
         "engine_builds": data.get("engine_builds", {}),
         "symbol_namespaces": data.get("symbol_namespaces", {}),
         "system_packages": frozenset(data.get("system_packages", [])),
+        "servers": frozenset(data.get("servers", [])),
     }
 
 
@@ -48,6 +49,11 @@ def package_of_kernel_library(culprit: str | None, engine: str | None = None) ->
 def is_system_package(name: str) -> bool:
     """A stack installed with the system, not pip (ROCm): it applies to binary servers too."""
     return name in _tables()["system_packages"]
+
+
+def is_server_package(name: str) -> bool:
+    """An inference server's own distribution or build (vllm, ollama, llama.cpp)."""
+    return re.sub(r"[-_]+", "-", name).lower() in _tables()["servers"]
 
 
 def passes_through(distribution: str) -> bool:
