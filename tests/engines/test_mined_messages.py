@@ -12,6 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
+from servedoctor.diagnose.api import diagnose_text
+from servedoctor.knowledge.mined import engine_of_text
+
 MINED = Path(__file__).resolve().parents[2] / "src" / "servedoctor" / "knowledge" / "mined"
 ENGINES = ("sglang", "vllm")
 DIRECTIONS = {"increase", "decrease", "set", "enable", "disable", "unset"}
@@ -197,3 +200,16 @@ def test_a_setting_written_out_as_advice_is_taken_with_its_value() -> None:
                     continue
                 assert f"{advice['flag']}={advice['value']} is only" not in m["template"], m["key"]
                 assert f"without {advice['flag']}={advice['value']}" not in m["template"]
+
+
+def test_a_line_of_an_engines_own_message_names_that_engine() -> None:
+    line = (
+        "Free memory on device (70.1/79.2 GiB) on startup is less than desired GPU memory "
+        "utilization (0.9, 71.3 GiB). Decrease GPU memory utilization or reduce GPU memory "
+        "used by other processes."
+    )
+    assert engine_of_text([line]) == "vllm"
+    assert engine_of_text(["RuntimeError: something is not supported on this device"]) is None
+    d = diagnose_text(f"ValueError: {line}\n")
+    assert d.engine == "vllm"
+    assert any(c.name == "--gpu-memory-utilization" for h in d.hypotheses for c in h.changes)

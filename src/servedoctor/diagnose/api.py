@@ -34,6 +34,7 @@ from servedoctor.diagnose.precedent import (
     precedents_for,
 )
 from servedoctor.errors import UserError
+from servedoctor.knowledge.mined import engine_of_text
 from servedoctor.knowledge.registry import Registry, default_registry
 from servedoctor.logs.events import Event, extract
 from servedoctor.logs.model import Frame
@@ -283,6 +284,16 @@ def _exc_type(event: Event | None, text: Text | None) -> str | None:
     return m.group("type") if m else None
 
 
+#: How many of the log's last lines are compared with the engines' own messages.
+TEXT_LINES = 200
+
+
+def _engine_of_text(obs: Observations) -> str | None:
+    """The engine whose source holds a message a failure printed (a log naming no engine)."""
+    lines = [t.text for t in obs.texts if t.role != "frame"]
+    return engine_of_text(lines[-TEXT_LINES:])
+
+
 def _engine_of_own_messages(hits: list[Hit]) -> str | None:
     """The one engine whose own messages (mined from its source) the log printed."""
     named = {e for h in hits if h.rule.when.engine_or_unknown for e in h.rule.when.engine}
@@ -302,7 +313,7 @@ def diagnose_observations(
     rules = registry.area("diagnose")
     found = precedents_for(reading)
     hits = match_rules(rules, obs, arch=arch, phase=None)
-    if obs.engine is None and (engine := _engine_of_own_messages(hits)) is not None:
+    if obs.engine is None and (engine := _engine_of_own_messages(hits) or _engine_of_text(obs)):
         # the log names no engine, but it printed this engine's own text
         obs = named(obs, engine)
         hits = match_rules(rules, obs, arch=arch, phase=None)
@@ -412,9 +423,10 @@ def diagnose_observations(
         releases.insert(0, library)
     hypotheses = fill_up(hypotheses, [*fallbacks, *releases])
     if found is not None and reading is not None:
-        # slots the rules left free: what fixed the most similar public failures
-        similar = precedent_hypotheses(found, reading.words, setting_of(obs))
-        hypotheses = fill_up(hypotheses, similar)
+        if root_hit is None or root_hit.rule.changes:  # a rule can say the fix is no setting
+            # slots the rules left free: what fixed the most similar public failures
+            similar = precedent_hypotheses(found, reading.words, setting_of(obs))
+            hypotheses = fill_up(hypotheses, similar)
         if component in (None, "unknown"):
             component = found.guess("component", reading.words) or component
     fallback_ids = {h.rule.id for h in fallback_hits}

@@ -272,6 +272,8 @@ def translate(
                 Change(kind="package", name=name, value=value) if engine == source_engine else None
             )
         return None if _native(engine) else Change(kind="package", name=name, value=value)
+    if kind == "env" and value is None:
+        return None  # a variable is set to something
     if engine is not None and engine == source_engine:
         if kind == "flag":
             inv = inventory(engine)
