@@ -45,6 +45,8 @@ TARGETS = {
     "holdout23": (13, 0.76, 0.61, 0.45),
     "holdout24": (4, 0.25, 0.75, 0.25),
     "holdout25": (6, 0.83, 0.16, 0.66),
+    "holdout26": (17, 0.64, 0.41, 0.62),
+    "holdout27": (11, 0.72, 0.45, 0.54),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -65,6 +67,8 @@ FIX_TARGETS = {
     "holdout21": 0.43,
     "holdout22": 0.18,
     "holdout23": 0.08,
+    "holdout26": 0.12,
+    "holdout27": 0.40,
 }
 
 
