@@ -70,6 +70,24 @@ def test_endpoint_from_flags() -> None:
         endpoint_for(spec, ["vllm", "serve", "m", "--port", "x"])
 
 
+def test_a_hang_the_supervisor_saw_beats_a_class_the_precedents_guessed(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("starting\nsomething could not be done\n")
+    guessed = Diagnosis(
+        file=str(log),
+        error_class="other",
+        phase="startup",
+        component="unknown",
+        culprit=None,
+        summary="other during startup",
+        extras={"class_source": "precedents"},
+    )
+    stuck = Failure("request_timeout", "serving", "no answer in 30 s", 40.0)
+    assert complete(guessed, stuck, log=log, engine="transformers").error_class == "hang"
+    exited = Failure("process_exit", "load", "exit 1", 3.0)
+    assert complete(guessed, exited, log=log, engine="transformers").error_class == "other"
+
+
 def test_failure_fills_an_empty_diagnosis(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text("a\nb\n\nlast line\n")
