@@ -185,7 +185,9 @@ def test_a_library_pin_is_offered_only_when_the_log_names_the_library() -> None:
     )
     assert translate(pin, "sglang", "sglang", None, {"torch"}) is None
     hub = {"kind": "package", "name": "huggingface-hub", "value": ">=0.32"}
-    assert translate(hub, "vllm", "sglang", None, {"huggingface_hub"}) is not None
+    assert translate(hub, "vllm", "sglang", None, {"huggingface_hub"}) == Change(
+        kind="package", name="huggingface-hub", value="another release"
+    )
     # words, not a version, or a server's own release: the rules' to offer
     vague = {"kind": "package", "name": "pydantic", "value": ">=2 (with fastapi upgraded)"}
     assert translate(vague, "vllm", "vllm", None, {"pydantic"}) is None

@@ -64,7 +64,7 @@ MIN_SIMILARITY = 0.05
 _ERRORISH = re.compile(
     r"(?i)\b(?:error|exception|fatal|failed|failure|abort(?:ed|ing)?|panic(?:ked)?|"
     r"assert(?:ion)?|segmentation fault|core dumped|killed|unable to|cannot|could not|"
-    r"not supported|unsupported|xid)\b"
+    r"not supported|unsupported|does not match|mismatch(?:ed)?|incompatible|xid)\b"
 )
 _QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARN", "WARNING", "NOTICE", "TRACE", "D", "I", "W"})
 
@@ -271,7 +271,11 @@ def translate(
             return (
                 Change(kind="package", name=name, value=value) if engine == source_engine else None
             )
-        return None if _native(engine) else Change(kind="package", name=name, value=value)
+        if _native(engine):
+            return None
+        # the version that worked under another server's pins says little about this one's
+        pin = value if engine == source_engine else "another release"
+        return Change(kind="package", name=name, value=pin)
     if kind == "env" and value is None:
         return None  # a variable is set to something
     if engine is not None and engine == source_engine:

@@ -33,7 +33,7 @@ NATIVE_FRAME = re.compile(
 )
 THREAD_HEAD = re.compile(
     r"^(?:Thread 0x[0-9a-f]+ \(most recent call first\)"
-    r"|Thread \d+ \((?:active|idle)[^)]*\)|Current thread 0x)"
+    r"|Thread(?: \d+| 0x[0-9a-fA-F]+)? \((?:active|idle)[^)]*\)|Current thread 0x)"
 )
 CHAIN = re.compile(
     r"During handling of the above exception|The above exception was the direct cause"
