@@ -47,6 +47,7 @@ TARGETS = {
     "holdout25": (6, 0.83, 0.16, 0.66),
     "holdout26": (17, 0.64, 0.41, 0.62),
     "holdout27": (11, 0.72, 0.45, 0.54),
+    "holdout28": (16, 0.62, 0.56, 0.73),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -69,6 +70,7 @@ FIX_TARGETS = {
     "holdout23": 0.08,
     "holdout26": 0.12,
     "holdout27": 0.40,
+    "holdout28": 0.35,
 }
 
 
