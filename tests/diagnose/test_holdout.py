@@ -48,6 +48,7 @@ TARGETS = {
     "holdout26": (17, 0.64, 0.41, 0.62),
     "holdout27": (11, 0.72, 0.45, 0.54),
     "holdout28": (16, 0.62, 0.56, 0.73),
+    "holdout29": (12, 0.66, 0.16, 0.33),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -71,6 +72,7 @@ FIX_TARGETS = {
     "holdout26": 0.12,
     "holdout27": 0.40,
     "holdout28": 0.35,
+    "holdout29": 0.09,
 }
 
 
