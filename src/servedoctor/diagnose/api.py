@@ -289,7 +289,7 @@ TEXT_LINES = 200
 
 
 def _engine_of_text(obs: Observations) -> str | None:
-    """The engine whose source holds a message a failure printed (a log naming no engine)."""
+    """The engine whose own source holds a line the log's end printed (a log naming none)."""
     lines = [t.text for t in obs.texts if t.role != "frame"]
     return engine_of_text(lines[-TEXT_LINES:])
 
