@@ -49,6 +49,7 @@ TARGETS = {
     "holdout27": (11, 0.72, 0.45, 0.54),
     "holdout28": (16, 0.62, 0.56, 0.73),
     "holdout29": (12, 0.66, 0.16, 0.33),
+    "holdout30": (8, 0.62, 0.50, 0.16),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -73,6 +74,7 @@ FIX_TARGETS = {
     "holdout27": 0.40,
     "holdout28": 0.35,
     "holdout29": 0.09,
+    "holdout30": 0.37,
 }
 
 
