@@ -34,12 +34,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from servedoctor.engines import all_engines
 from servedoctor.engines.adapter import knobs_of, spell, spellings
 from servedoctor.engines.inventory import inventory
 from servedoctor.knowledge.facts import is_server_package, is_system_package
 from servedoctor.knowledge.knobs import knob
-from servedoctor.knowledge.propose import Setting
+from servedoctor.knowledge.propose import Setting, already_in_effect, is_native
 from servedoctor.logs.lines import Line
 from servedoctor.model import REMOVE, Change, Hypothesis
 
@@ -271,7 +270,7 @@ def translate(
             return (
                 Change(kind="package", name=name, value=value) if engine == source_engine else None
             )
-        if _native(engine):
+        if is_native(engine):
             return None
         # the version that worked under another server's pins says little about this one's
         pin = value if engine == source_engine else "another release"
@@ -293,7 +292,11 @@ def translate(
         change = _spell_like(knob_id, name, value, source_engine, engine, version)
         if change is not None:
             return change
-    if kind == "env" and not _ENGINE_ENV.match(name) and _native(engine) == _native(source_engine):
+    if (
+        kind == "env"
+        and not _ENGINE_ENV.match(name)
+        and is_native(engine) == is_native(source_engine)
+    ):
         # a compiled server reads none of a Python stack's variables (NCCL's, torch's)
         return Change(kind="env", name=name, value=value)
     return None
@@ -303,11 +306,6 @@ def _named(package: str, words: frozenset[str] | set[str]) -> bool:
     """Does the log name this distribution (flashinfer-python as flashinfer)?"""
     plain = package.lower().replace("-", "_").replace(".", "_")
     return plain in words or plain.split("_")[0] in words
-
-
-def _native(engine: str | None) -> bool:
-    spec = all_engines().get(engine or "")
-    return spec is not None and spec.native
 
 
 def _spell_like(
@@ -359,11 +357,9 @@ def precedent_hypotheses(
 
 def _moot(change: Change, setting: Setting) -> bool:
     """Already in effect, or taking away what the known command does not have."""
-    current = setting.value_of(change.name)
     if change.value == REMOVE:
-        return setting.flags_known and current in (None, "false", "False")
-    wanted = "true" if change.value is None else change.value
-    return change.kind != "package" and current is not None and current.lower() == wanted.lower()
+        return setting.flags_known and setting.value_of(change.name) in (None, "false", "False")
+    return already_in_effect(change, setting)
 
 
 def case_record(corpus: str, labels: dict[str, Any], reading: Reading) -> dict[str, Any]:

@@ -45,15 +45,15 @@ class Setting:
 def propose(spec: ChangeSpec, groups: Mapping[str, str], setting: Setting) -> Change | None:
     if spec.engines and (setting.engine or "null") not in spec.engines:
         return None
-    if not spec.native and _is_native(setting.engine):
+    if not spec.native and is_native(setting.engine):
         return None
     change = _from_knob(spec, groups, setting) if spec.knob else _direct(spec, groups, setting)
-    if change is None or _in_effect(change, setting) or _not_installable(change, setting):
+    if change is None or already_in_effect(change, setting) or _not_installable(change, setting):
         return None
     return change
 
 
-def _is_native(engine: str | None) -> bool:
+def is_native(engine: str | None) -> bool:
     """Is the engine one compiled binary (llama.cpp, Ollama)?"""
     spec = all_engines().get(engine or "")
     return spec is not None and spec.native
@@ -62,7 +62,7 @@ def _is_native(engine: str | None) -> bool:
 def _not_installable(change: Change, setting: Setting) -> bool:
     """A Python package change for a server that is one compiled binary (llama.cpp, Ollama);
     the system stacks it runs on (ROCm) still apply."""
-    if not _is_native(setting.engine) or change.kind != "package":
+    if not is_native(setting.engine) or change.kind != "package":
         return False
     spec = all_engines()[setting.engine or ""]
     return change.name != spec.distribution and not is_system_package(change.name)
@@ -150,7 +150,7 @@ def _flag_exists(name: str, setting: Setting) -> bool:
     return inv is None or inv.flag(name, setting.version) is not None
 
 
-def _in_effect(change: Change, setting: Setting) -> bool:
+def already_in_effect(change: Change, setting: Setting) -> bool:
     if change.kind == "package" or change.value == REMOVE:
         return False
     current = setting.value_of(change.name)
