@@ -90,3 +90,66 @@ def test_ranks_timing_out_while_loading_get_a_longer_distributed_timeout() -> No
 def test_sglang_s_watchdog_limit_is_doubled_from_the_one_in_effect() -> None:
     log = "[2025-10-29 11:25:58 TP3] Watchdog timeout (self.watchdog_timeout=300)\n"
     assert ("--watchdog-timeout", "600") in _spelled(log, "sglang", "0.5.23")
+
+
+WATCHDOG = "[2025-03-10 16:29:01 TP0] Watchdog timeout (self.watchdog_timeout=300)\n"
+
+
+def test_a_hang_across_tensor_parallel_ranks_suspects_the_custom_all_reduce() -> None:
+    # the knob (tensor_parallel) is read under each engine's name for it: SGLang's dump,
+    # vLLM's command flag
+    sglang = diagnose_text("server_args=ServerArgs(model_path='m', tp_size=2)\n" + WATCHDOG)
+    assert "HANG007" in sglang.rules
+    vllm = diagnose_text(
+        "No available shared memory broadcast block found in 60 second.\n",
+        engine="vllm",
+        command_flags={"--tensor-parallel-size": "4"},
+    )
+    assert "HANG007" in vllm.rules
+    assert ("--disable-custom-all-reduce", None) in [
+        (c.name, c.value) for h in vllm.hypotheses for c in h.changes
+    ]
+
+
+def test_a_hang_on_one_gpu_does_not_suspect_the_all_reduce() -> None:
+    d = diagnose_text("server_args=ServerArgs(model_path='m', tp_size=1)\n" + WATCHDOG)
+    assert d.error_class == "hang"
+    assert "HANG007" not in d.rules
+
+
+def test_a_timeout_that_names_its_variable_raises_it_from_the_value_it_states() -> None:
+    d = diagnose_text(
+        "ray.exceptions.RayChannelTimeoutError: System error: If the execution is expected to "
+        "take a long time, increase RAY_CGRAPH_get_timeout which is currently 10 seconds. "
+        "Otherwise, this may indicate that the execution is hanging.\n",
+        engine="vllm",
+    )
+    assert d.error_class == "hang"
+    assert ("RAY_CGRAPH_get_timeout", "100") in [
+        (c.name, c.value) for h in d.hypotheses for c in h.changes
+    ]
+
+
+def test_a_grammar_library_refusing_a_schema_is_spelled_per_engine_and_release() -> None:
+    log = '"message": "The provided JSON schema contains features not supported by xgrammar."\n'
+    assert ("--guided-decoding-backend", "auto") in _spelled(log, "vllm", "0.8.5")
+    assert ("--structured-outputs-config", '{"backend":"auto"}') in _spelled(log, "vllm", "0.33.0")
+    sglang = _spelled(log, "sglang", "0.5.23")
+    assert ("--grammar-backend", "llguidance") in sglang
+    assert not any(value == "auto" for _, value in sglang)  # SGLang has no automatic choice
+
+
+def test_row_split_buffers_in_a_native_failure_suggest_a_layer_split() -> None:
+    log = (
+        "load_tensors:  CUDA0_Split model buffer size =  9208.75 MiB\n"
+        "/llama.cpp/ggml/src/ggml-cuda/ggml-cuda.cu:75: CUDA error\n"
+    )
+    assert ("--split-mode", "layer") in _spelled(log, "llamacpp")
+
+
+def test_a_library_not_found_that_the_engine_replaces_is_not_the_failure() -> None:
+    d = diagnose_text(
+        "deep_gemm not found in site-packages, trying vendored vllm.third_party.deep_gemm\n"
+        "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
+    )
+    assert d.error_class == "illegal_memory_access"

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from servedoctor.diagnose.observe import Observations, Text, normalise_flag
+from servedoctor.engines.adapter import spellings
+from servedoctor.knowledge.knobs import vocabulary
 from servedoctor.knowledge.schema import Rule
 
 
@@ -26,9 +28,23 @@ class Hit:
         return self.text.line if self.text else 0
 
 
+def _flag_value(name: str, obs: Observations) -> str | None:
+    """The value in effect of a flag, or of a knob (by id) under any name it goes by: the
+    config fields engines print for it and this engine's own spellings of it."""
+    knob_ = vocabulary().get(name)
+    if knob_ is None:
+        return obs.flags.get(normalise_flag(name))
+    names = [knob_.id, *knob_.fields, *(s.target for s in spellings(knob_.id, obs.engine))]
+    for candidate in names:
+        value = obs.flags.get(normalise_flag(candidate))
+        if value is not None:
+            return value
+    return None
+
+
 def _flag_conditions_hold(rule: Rule, obs: Observations) -> bool:
     for name, pattern in rule.when.flags.items():
-        value = obs.flags.get(normalise_flag(name))
+        value = _flag_value(name, obs)
         if value is None or value in ("None", "false", ""):
             return False
         if pattern != "*" and not re.search(pattern, value):

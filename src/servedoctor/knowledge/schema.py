@@ -62,7 +62,8 @@ class Conditions(_Strict):
     )
     flags: dict[str, str] = Field(
         default_factory=dict,
-        description="flag name → regex its effective value must match ('*' = set at all)",
+        description="flag name or knob id → regex its effective value must match "
+        "('*' = set at all); a knob id reads any field or spelling the knob goes by",
     )
     at_end: int = Field(
         default=0, ge=0, description="the matching line must be among the log's last N lines"
