@@ -153,3 +153,40 @@ def test_a_library_not_found_that_the_engine_replaces_is_not_the_failure() -> No
         "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
     )
     assert d.error_class == "illegal_memory_access"
+
+
+def test_a_resolver_warning_is_not_the_failure_when_the_server_raised_one() -> None:
+    log = (
+        "ValueError: Free memory on device cuda:0 (3.22/4.0 GiB) on startup is less than "
+        "desired GPU memory utilization (0.85, 3.4 GiB). Decrease GPU memory utilization.\n"
+        "vllm 0.18.1 requires transformers<5,>=4.56.0, but you have transformers 5.3.0 which "
+        "is incompatible.\n"
+    )
+    assert diagnose_text(log, engine="vllm").error_class == "cuda_oom"
+    alone = diagnose_text(log.splitlines()[1] + "\n", engine="vllm")
+    assert alone.error_class == "missing_dependency"
+    assert ("transformers", "<5,>=4.56.0") in [
+        (c.name, c.value) for h in alone.hypotheses for c in h.changes
+    ]
+
+
+def test_a_draft_model_that_fails_drops_speculative_decoding_in_each_engine() -> None:
+    log = "E srv    load_model: failed to load draft model, 'draft.gguf'\n"
+    assert ("--model-draft", "<remove>") in _spelled(log, "llamacpp")
+    assert ("--speculative-config", "<remove>") in _spelled(log, "vllm", "0.33.0")
+    assert ("--speculative-algorithm", "<remove>") in _spelled(log, "sglang", "0.5.23")
+
+
+def test_a_failure_in_aiter_attention_turns_that_attention_off() -> None:
+    log = "TypeError: AiterFlashAttentionImpl.__init__() got multiple values for argument 'x'\n"
+    d = diagnose_text(log, engine="vllm")
+    assert d.component == "attention"
+    assert ("VLLM_ROCM_USE_AITER_MHA", "0") in _spelled(log, "vllm", "0.33.0")
+
+
+def test_ranks_that_cannot_reach_the_rendezvous_store_are_a_distributed_failure() -> None:
+    d = diagnose_text(
+        "[E329 06:28:12.542939754 socket.cpp:1023] [c10d] The client socket has timed out "
+        "after 600000ms while trying to connect to (10.0.0.33, 54485).\n"
+    )
+    assert (d.error_class, d.phase, d.component) == ("nccl_error", "startup", "communication")
