@@ -51,6 +51,7 @@ TARGETS = {
     "holdout29": (12, 0.66, 0.16, 0.33),
     "holdout30": (8, 0.62, 0.50, 0.16),
     "holdout31": (20, 0.90, 0.70, 0.61),
+    "holdout32": (14, 0.78, 0.50, 0.81),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -77,6 +78,7 @@ FIX_TARGETS = {
     "holdout29": 0.09,
     "holdout30": 0.37,
     "holdout31": 0.47,
+    "holdout32": 0.35,
 }
 
 
