@@ -213,3 +213,44 @@ def test_a_log_that_reached_serving_without_an_error_is_no_failure() -> None:
         "srv  update_slots: all slots are idle\n"
     )
     assert diagnose_text(log, engine="llamacpp").error_class is None
+
+
+def test_a_message_wrapped_over_two_lines_is_read_whole() -> None:
+    log = (
+        "ValueError: Free memory on device cuda:0 (104.5/121.69 GiB) on startup is less than\n"
+        "desired GPU memory utilization (0.92, 111.95 GiB).\n"
+    )
+    d = diagnose_text(log, engine="vllm", engine_version="0.33.0")
+    assert d.error_class == "cuda_oom"
+    assert ("--gpu-memory-utilization", "0.87") in [
+        (c.name, c.value) for h in d.hypotheses for c in h.changes
+    ]
+
+
+def test_a_dependency_named_in_words_installs_the_package_that_provides_it() -> None:
+    cupy = diagnose_text(
+        "ValueError: cupy is not installed but required since "
+        "VLLM_USE_RAY_COMPILED_DAG_CHANNEL_TYPE is set to 'nccl'\n"
+    )
+    assert cupy.error_class == "missing_dependency"
+    assert ("cupy-cuda12x", "install") in [
+        (c.name, c.value) for h in cupy.hypotheses for c in h.changes
+    ]
+    cudnn = diagnose_text(
+        "RuntimeError: cuDNN is not available. Please install cuDNN to use FP8 GEMM functions.\n"
+    )
+    assert ("nvidia-cudnn-cu12", "install") in [
+        (c.name, c.value) for h in cudnn.hypotheses for c in h.changes
+    ]
+
+
+def test_a_fault_while_a_decode_graph_replays_happened_in_decode() -> None:
+    log = (
+        "[2026-04-13 11:30:26 TP2 EP2] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "sglang/srt/managers/scheduler.py", line 1319, in event_loop_normal\n'
+        "    result = self.run_batch(batch)\n"
+        '  File "sglang/srt/model_executor/cuda_graph_runner.py", line 1161, in replay\n'
+        "    self.graphs[graph_key].replay()\n"
+        "torch.AcceleratorError: CUDA error: an illegal instruction was encountered\n"
+    )
+    assert diagnose_text(log).phase == "decode"

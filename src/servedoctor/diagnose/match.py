@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import pairwise
 
 from servedoctor.diagnose.observe import Observations, Text, normalise_flag
 from servedoctor.engines.adapter import spellings
@@ -137,7 +138,31 @@ def _split(texts: list[Text]) -> tuple[list[Text], list[Text]]:
     string is all :func:`_scan` needs.
     """
     distinct = _distinct(texts)
-    return [t for t in distinct if t.role != "frame"], [t for t in distinct if t.role == "frame"]
+    lines = [t for t in distinct if t.role != "frame"]
+    return lines + _rejoined(lines), [t for t in distinct if t.role == "frame"]
+
+
+#: A line that a person wrapped: long, and stopped mid-sentence (no closing punctuation).
+_WRAPPED_HEAD = re.compile(r"^.{40,}[\w,]$")
+#: Its continuation: starts in lower case and is no record of its own ("name: ...").
+_CONTINUATION = re.compile(r"^\s*[a-z(][^:]{0,30}(?:\s|$)(?![\w.]*:\s)")
+
+
+def _rejoined(lines: list[Text]) -> list[Text]:
+    """Messages that were wrapped over two lines when they were pasted (notes, forums,
+    terminals), joined again: a rule's phrase may span the break. They come after the
+    lines themselves, so a rule that matches one line still finds that line first."""
+    joined: list[Text] = []
+    for head, tail in pairwise(lines):
+        if (
+            tail.line == head.line + 1
+            and tail.event is head.event
+            and _WRAPPED_HEAD.match(head.text.rstrip())
+            and _CONTINUATION.match(tail.text)
+        ):
+            text = f"{head.text.rstrip()} {tail.text.strip()}"
+            joined.append(Text(head.line, text, head.event, head.role))
+    return joined
 
 
 def _distinct(texts: list[Text]) -> list[Text]:

@@ -148,6 +148,17 @@ def hsa_override_of(gfx: str) -> str | None:
     return f"{int(m.group('major'))}.{int(m.group('minor'), 16)}.0"
 
 
+def package_of_dependency(name: str) -> str | None:
+    """The package to install for a dependency a message names in words: a CUDA library by
+    its short name (cuDNN → nvidia-cudnn-cu12), else the distribution owning that module."""
+    key = name.strip().strip("'\"`").lower()
+    libs: dict[str, str | None] = _tables()["libs"]
+    if key in libs:
+        template = libs[key]
+        return None if template is None or "{major}" in template else template
+    return distribution_of_module(key)
+
+
 def flag_of_field(field: str) -> str | None:
     """The command-line spelling of a config field (``enforce_eager`` → ``--enforce-eager``),
     as engines derive their flags from their config's field names."""
@@ -158,6 +169,7 @@ def flag_of_field(field: str) -> str | None:
 FILTERS: dict[str, Callable[[str], str | None]] = {
     "flag": flag_of_field,
     "dist": distribution_of_module,
+    "dep": package_of_dependency,
     "path_dist": distribution_of_path,
     "lib_package": package_of_library,
     "hsa_version": hsa_override_of,
