@@ -52,6 +52,7 @@ TARGETS = {
     "holdout30": (8, 0.62, 0.50, 0.16),
     "holdout31": (20, 0.90, 0.70, 0.61),
     "holdout32": (14, 0.78, 0.50, 0.81),
+    "holdout33": (9, 0.88, 0.44, 0.55),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -79,6 +80,7 @@ FIX_TARGETS = {
     "holdout30": 0.37,
     "holdout31": 0.47,
     "holdout32": 0.35,
+    "holdout33": 0.49,
 }
 
 
