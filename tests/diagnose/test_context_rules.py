@@ -254,3 +254,37 @@ def test_a_fault_while_a_decode_graph_replays_happened_in_decode() -> None:
         "torch.AcceleratorError: CUDA error: an illegal instruction was encountered\n"
     )
     assert diagnose_text(log).phase == "decode"
+
+
+def test_a_device_out_of_memory_from_other_runtimes_is_out_of_memory() -> None:
+    for line in (
+        "level_zero backend failed with error: 39 (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)",
+        "hipErrorOutOfMemory: out of memory",
+        "vk::Device::allocateMemory: ErrorOutOfDeviceMemory",
+    ):
+        assert diagnose_text(line + "\n").error_class == "cuda_oom", line
+
+
+def test_a_server_that_keeps_several_models_loaded_is_asked_to_keep_one() -> None:
+    log = (
+        "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 1825.82 MiB on device 0: "
+        "cudaMalloc failed: out of memory\n"
+    )
+    assert ("OLLAMA_MAX_LOADED_MODELS", "1") in _spelled(log, "ollama")
+    assert not any(name == "OLLAMA_MAX_LOADED_MODELS" for name, _ in _spelled(log, "llamacpp"))
+
+
+def test_a_jit_build_without_a_compiler_or_headers_names_the_os_package() -> None:
+    cc = "RuntimeError: Failed to find C compiler. Please specify via CC environment variable\n"
+    assert ("build-essential", "install") in _spelled(cc, "sglang", "0.5.23")
+    assert ("build-essential", "install") in _spelled(cc, "llamacpp")  # an OS package
+    headers = "fatal error: Python.h: No such file or directory\n"
+    assert _spelled(headers, "vllm", "0.33.0")[0] == ("python3-dev", "install")
+
+
+def test_a_failure_inside_a_kv_connector_starts_once_without_it() -> None:
+    log = (
+        "torch.AcceleratorError: CUDA error: no kernel image is available for execution on "
+        "the device\nat lmcache/v1/gpu_connector.py -> lmc_ops.multi_layer_kv_transfer\n"
+    )
+    assert ("--kv-transfer-config", "<remove>") in _spelled(log, "vllm", "0.33.0")
