@@ -53,6 +53,7 @@ TARGETS = {
     "holdout31": (20, 0.90, 0.70, 0.61),
     "holdout32": (14, 0.78, 0.50, 0.81),
     "holdout33": (9, 0.88, 0.44, 0.55),
+    "holdout34": (10, 0.70, 0.30, 0.50),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -81,6 +82,7 @@ FIX_TARGETS = {
     "holdout31": 0.47,
     "holdout32": 0.35,
     "holdout33": 0.49,
+    "holdout34": 0.22,
 }
 
 
