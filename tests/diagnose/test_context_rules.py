@@ -288,3 +288,22 @@ def test_a_failure_inside_a_kv_connector_starts_once_without_it() -> None:
         "the device\nat lmcache/v1/gpu_connector.py -> lmc_ops.multi_layer_kv_transfer\n"
     )
     assert ("--kv-transfer-config", "<remove>") in _spelled(log, "vllm", "0.33.0")
+
+
+def test_dynamo_s_own_error_is_a_tracing_failure_not_triton() -> None:
+    log = "torch._dynamo.exc.TorchRuntimeError: Dynamo failed to run FX node with fake tensors:\n"
+    d = diagnose_text(log, engine="vllm", engine_version="0.33.0")
+    assert d.error_class == "other"
+    assert "TORCH002" in d.rules
+    assert ("--enforce-eager", None) in _spelled(log, "vllm", "0.33.0")
+
+
+def test_a_refused_kv_cache_dtype_goes_back_to_the_model_s_own() -> None:
+    log = "ValueError: fp8_e5m2 kv-cache is not supported with fp8 checkpoints.\n"
+    assert diagnose_text(log).error_class == "model_unsupported"
+    assert ("--kv-cache-dtype", "auto") in _spelled(log, "vllm", "0.33.0")
+
+
+def test_a_missing_build_tool_on_path_is_a_missing_dependency() -> None:
+    log = "RuntimeError: Worker failed with error '[Errno 2] No such file or directory: 'ninja''\n"
+    assert diagnose_text(log).error_class == "missing_dependency"

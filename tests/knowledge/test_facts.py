@@ -84,6 +84,10 @@ def test_fix_matching_by_name_by_value_and_by_knob() -> None:
     pkg = {"kind": "package", "name": "Flash_Attn", "value": "2.5.7"}
     assert same_fix(Change("package", "flash-attn", "x"), pkg, None)
     assert not same_fix(Change("package", "torch", "x"), pkg, None)
+    # a native server's short and long spellings of one knob (llama.cpp -c = --ctx-size)
+    ctx = {"kind": "flag", "name": "-c", "value": "16384"}
+    assert same_fix(Change("flag", "--ctx-size", "4096"), ctx, "llamacpp")
+    assert not same_fix(Change("flag", "--ubatch-size", "256"), ctx, "llamacpp")
 
 
 def test_no_hypothesis_shows_an_unfilled_placeholder() -> None:
