@@ -307,3 +307,22 @@ def test_a_refused_kv_cache_dtype_goes_back_to_the_model_s_own() -> None:
 def test_a_missing_build_tool_on_path_is_a_missing_dependency() -> None:
     log = "RuntimeError: Worker failed with error '[Errno 2] No such file or directory: 'ninja''\n"
     assert diagnose_text(log).error_class == "missing_dependency"
+
+
+def test_a_log_viewer_s_timestamp_prefix_does_not_hide_the_traceback() -> None:
+    prefix = "2026-05-01 20:50:26.798 | (EngineCore pid=114) "
+    log = "".join(
+        prefix + line + "\n"
+        for line in (
+            "ERROR 05-01 18:50:26 [core.py:1100] Traceback (most recent call last):",
+            'ERROR 05-01 18:50:26 [core.py:1100]   File "/x/vllm/v1/engine/core.py", line 1, in f',
+            "ERROR 05-01 18:50:26 [core.py:1100]     g()",
+            "ERROR 05-01 18:50:26 [core.py:1100] ValueError: moe_backend='triton' is not "
+            "supported for NvFP4 MoE. Expected one of ['cutlass', 'marlin'].",
+        )
+    )
+    d = diagnose_text(log, engine="vllm", engine_version="0.33.0")
+    assert d.extras.get("class_source") is None  # read from the traceback, not voted
+    assert ("--moe-backend", "cutlass") in [
+        (c.name, c.value) for h in d.hypotheses for c in h.changes
+    ]
