@@ -55,6 +55,7 @@ TARGETS = {
     "holdout33": (9, 0.88, 0.44, 0.55),
     "holdout34": (10, 0.70, 0.30, 0.50),
     "holdout35": (11, 0.72, 0.36, 0.59),
+    "holdout36": (9, 0.66, 0.66, 0.55),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -84,6 +85,7 @@ FIX_TARGETS = {
     "holdout32": 0.35,
     "holdout33": 0.49,
     "holdout34": 0.22,
+    "holdout36": 0.11,
 }
 
 
