@@ -172,3 +172,16 @@ def test_nccl_debug_is_a_probe_offered_only_where_a_rule_suggests_it_and_after_a
     # an asynchronous CUDA error gets the launch-blocking probe, not NCCL's
     asyn = diag("illegal_memory_access", "decode")
     assert [c.change.name for c in ranked(asyn) if c.is_probe] == ["CUDA_LAUNCH_BLOCKING"]
+
+
+def test_the_engine_s_previous_release_is_a_last_candidate_where_fix_may_install() -> None:
+    def releases(packages: bool) -> list[Candidate]:
+        found = build_candidates(
+            diagnosis=diag("nccl_error", "startup"), command=parse(CMD), base_cost_s=10,
+            rules=EMPTY, engine_version="0.5.3", packages=packages,
+        )  # fmt: skip
+        return [c for c in found if c.source == "release"]
+
+    (release,) = releases(packages=True)
+    assert release.change == Change("package", "sglang", "the release before 0.5.3")
+    assert not releases(packages=False)  # no installs: nothing to try

@@ -3,8 +3,9 @@
 Sources, strongest first: the diagnosis' hypotheses (one change each), the ``changes`` of
 the knowledge rules that fired, changes that fixed the same failure on a matching
 fingerprint before (the findings store), a localising probe for asynchronous CUDA errors,
-and one generic "drop this flag" per flag the command sets away from its default — which is
-how ``fix`` finds a single bad flag no rule knows about.
+one generic "drop this flag" per flag the command sets away from its default — which is
+how ``fix`` finds a single bad flag no rule knows about — and, where ``fix`` may install
+packages, the engine's previous release (a regression of the engine itself).
 
 prior = confidence × past success rate, the rate Laplace-smoothed: (s + 1) / (n + 2).
 cost  = expected seconds of the trial: a failure costs about the failing run's time, a
@@ -22,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from servedoctor.engines.adapter import knobs_of
+from servedoctor.engines.spec import engine_distribution
 from servedoctor.experiments.command import (
     CommandLike,
     SetFlag,
@@ -35,11 +37,12 @@ from servedoctor.experiments.policy import Policy, default_policy
 from servedoctor.knowledge.knobs import knob
 from servedoctor.knowledge.propose import Setting, fill_text, propose
 from servedoctor.knowledge.registry import Registry, default_registry
+from servedoctor.knowledge.versionwords import release_before
 from servedoctor.model import REMOVE, Change, Diagnosis
 
 __all__ = ["Candidate", "ChangeHistory", "build_candidates", "change_key"]
 
-Source = Literal["hypothesis", "rule", "finding", "probe", "drop-flag", "env-diff"]
+Source = Literal["hypothesis", "rule", "finding", "probe", "drop-flag", "env-diff", "release"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +250,18 @@ def build_candidates(
             if proposed is not None:
                 why = fill_text(spec.cause, located, setting)
                 add(proposed, spec.confidence, "rule", why, rule.id)
+
+    server = engine_distribution(command.engine)
+    if packages and server is not None and diagnosis.error_class is not None:
+        # the engine's own previous release: a regression explains what no setting does
+        before = release_before(engine_version) if engine_version else "another release"
+        add(
+            Change("package", server, before),
+            policy.engine_release_prior,
+            "release",
+            f"a regression of {server} {engine_version or ''}".rstrip(),
+            None,
+        )
 
     text = _diagnosis_text(diagnosis)
     for change in moved:  # back to the version of the last healthy run

@@ -41,6 +41,7 @@ class Policy(BaseModel):
     chosen_setting_odds: float = Field(ge=1)
     env_diff_prior: float = Field(ge=0, le=1)
     env_diff_prior_named: float = Field(ge=0, le=1)
+    engine_release_prior: float = Field(ge=0, le=1)
     healthy_factor: float = Field(ge=1)
     healthy_extra_s: float = Field(ge=0)
     package_extra_s: float = Field(ge=0)
