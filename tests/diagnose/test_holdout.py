@@ -56,6 +56,7 @@ TARGETS = {
     "holdout34": (10, 0.70, 0.30, 0.50),
     "holdout35": (11, 0.72, 0.36, 0.59),
     "holdout36": (9, 0.66, 0.66, 0.55),
+    "holdout37": (4, 0.0, 0.50, 0.50),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
