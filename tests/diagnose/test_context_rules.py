@@ -4,14 +4,18 @@ happened in) and the change each engine spells for them."""
 from __future__ import annotations
 
 from servedoctor.diagnose import diagnose_text
+from servedoctor.model import Diagnosis
 
 SAVE = "srv  prompt_save:  - saving prompt with length 77712, total state size = 18821.469 MiB"
 ASSERT = "/opt/llama.cpp/src/llama-context.cpp:2210: GGML_ASSERT(total_size == size) failed"
 
 
-def _spelled(log: str, engine: str, version: str | None = None) -> list[tuple[str, str | None]]:
-    d = diagnose_text(log, engine=engine, engine_version=version)
+def _changes(d: Diagnosis) -> list[tuple[str, str | None]]:
     return [(c.name, c.value) for h in d.hypotheses for c in h.changes]
+
+
+def _spelled(log: str, engine: str, version: str | None = None) -> list[tuple[str, str | None]]:
+    return _changes(diagnose_text(log, engine=engine, engine_version=version))
 
 
 def test_a_failure_right_after_a_host_cache_save_suspects_that_cache() -> None:
@@ -106,9 +110,7 @@ def test_a_hang_across_tensor_parallel_ranks_suspects_the_custom_all_reduce() ->
         command_flags={"--tensor-parallel-size": "4"},
     )
     assert "HANG007" in vllm.rules
-    assert ("--disable-custom-all-reduce", None) in [
-        (c.name, c.value) for h in vllm.hypotheses for c in h.changes
-    ]
+    assert ("--disable-custom-all-reduce", None) in _changes(vllm)
 
 
 def test_a_hang_on_one_gpu_does_not_suspect_the_all_reduce() -> None:
@@ -125,9 +127,7 @@ def test_a_timeout_that_names_its_variable_raises_it_from_the_value_it_states() 
         engine="vllm",
     )
     assert d.error_class == "hang"
-    assert ("RAY_CGRAPH_get_timeout", "100") in [
-        (c.name, c.value) for h in d.hypotheses for c in h.changes
-    ]
+    assert ("RAY_CGRAPH_get_timeout", "100") in _changes(d)
 
 
 def test_a_grammar_library_refusing_a_schema_is_spelled_per_engine_and_release() -> None:
@@ -165,9 +165,7 @@ def test_a_resolver_warning_is_not_the_failure_when_the_server_raised_one() -> N
     assert diagnose_text(log, engine="vllm").error_class == "cuda_oom"
     alone = diagnose_text(log.splitlines()[1] + "\n", engine="vllm")
     assert alone.error_class == "missing_dependency"
-    assert ("transformers", "<5,>=4.56.0") in [
-        (c.name, c.value) for h in alone.hypotheses for c in h.changes
-    ]
+    assert ("transformers", "<5,>=4.56.0") in _changes(alone)
 
 
 def test_a_draft_model_that_fails_drops_speculative_decoding_in_each_engine() -> None:
@@ -222,9 +220,7 @@ def test_a_message_wrapped_over_two_lines_is_read_whole() -> None:
     )
     d = diagnose_text(log, engine="vllm", engine_version="0.33.0")
     assert d.error_class == "cuda_oom"
-    assert ("--gpu-memory-utilization", "0.87") in [
-        (c.name, c.value) for h in d.hypotheses for c in h.changes
-    ]
+    assert ("--gpu-memory-utilization", "0.87") in _changes(d)
 
 
 def test_a_dependency_named_in_words_installs_the_package_that_provides_it() -> None:
@@ -233,15 +229,11 @@ def test_a_dependency_named_in_words_installs_the_package_that_provides_it() -> 
         "VLLM_USE_RAY_COMPILED_DAG_CHANNEL_TYPE is set to 'nccl'\n"
     )
     assert cupy.error_class == "missing_dependency"
-    assert ("cupy-cuda12x", "install") in [
-        (c.name, c.value) for h in cupy.hypotheses for c in h.changes
-    ]
+    assert ("cupy-cuda12x", "install") in _changes(cupy)
     cudnn = diagnose_text(
         "RuntimeError: cuDNN is not available. Please install cuDNN to use FP8 GEMM functions.\n"
     )
-    assert ("nvidia-cudnn-cu12", "install") in [
-        (c.name, c.value) for h in cudnn.hypotheses for c in h.changes
-    ]
+    assert ("nvidia-cudnn-cu12", "install") in _changes(cudnn)
 
 
 def test_a_fault_while_a_decode_graph_replays_happened_in_decode() -> None:
@@ -323,6 +315,4 @@ def test_a_log_viewer_s_timestamp_prefix_does_not_hide_the_traceback() -> None:
     )
     d = diagnose_text(log, engine="vllm", engine_version="0.33.0")
     assert d.extras.get("class_source") is None  # read from the traceback, not voted
-    assert ("--moe-backend", "cutlass") in [
-        (c.name, c.value) for h in d.hypotheses for c in h.changes
-    ]
+    assert ("--moe-backend", "cutlass") in _changes(d)

@@ -70,18 +70,24 @@ def test_endpoint_from_flags() -> None:
         endpoint_for(spec, ["vllm", "serve", "m", "--port", "x"])
 
 
-def test_a_hang_the_supervisor_saw_beats_a_class_the_precedents_guessed(tmp_path: Path) -> None:
-    log = tmp_path / "server.log"
-    log.write_text("starting\nsomething could not be done\n")
-    guessed = Diagnosis(
+def _guessed(log: Path, text: str, error_class: str, phase: str, source: str) -> Diagnosis:
+    """A diagnosis whose class the log only suggested (``extras.class_source``)."""
+    log.write_text(text)
+    return Diagnosis(
         file=str(log),
-        error_class="other",
-        phase="startup",
+        error_class=error_class,
+        phase=phase,
         component="unknown",
         culprit=None,
-        summary="other during startup",
-        extras={"class_source": "precedents"},
+        summary=f"{error_class} during {phase}",
+        extras={"class_source": source},
     )
+
+
+def test_a_hang_the_supervisor_saw_beats_a_class_the_precedents_guessed(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    guessed = _guessed(log, "starting\nsomething could not be done\n", "other", "startup",
+                       "precedents")  # fmt: skip
     stuck = Failure("request_timeout", "serving", "no answer in 30 s", 40.0)
     assert complete(guessed, stuck, log=log, engine="transformers").error_class == "hang"
     exited = Failure("process_exit", "load", "exit 1", 3.0)
@@ -92,16 +98,7 @@ def test_an_exit_the_supervisor_saw_beats_a_hang_read_from_a_log_that_ends(
     tmp_path: Path,
 ) -> None:
     log = tmp_path / "server.log"
-    log.write_text("main: loading model\n")
-    stalled = Diagnosis(
-        file=str(log),
-        error_class="hang",
-        phase="load",
-        component="unknown",
-        culprit=None,
-        summary="hang during load",
-        extras={"class_source": "log stops"},
-    )
+    stalled = _guessed(log, "main: loading model\n", "hang", "load", "log stops")
     killed = Failure("process_exit", "load", "killed by SIGKILL", 3.0)
     assert complete(stalled, killed, log=log, engine="llamacpp").error_class == "other"
     stuck = Failure("startup_timeout", "load", "no progress for 600 s", 600.0)
