@@ -190,19 +190,6 @@ def test_ranks_that_cannot_reach_the_rendezvous_store_are_a_distributed_failure(
     assert (d.error_class, d.phase, d.component) == ("nccl_error", "startup", "communication")
 
 
-def test_a_log_that_ends_while_the_server_loads_reads_as_a_hang_there() -> None:
-    log = (
-        "main: HTTP server is listening, hostname: 0.0.0.0, port: 9000\n"
-        "main: loading model\n"
-        "srv    load_model: loading model '/m/model.gguf'\n"
-        "llama_model_load_from_file_impl: using device CUDA0 (NVIDIA GeForce RTX 3080 Ti)\n"
-    )
-    d = diagnose_text(log, engine="llamacpp")
-    assert (d.error_class, d.phase) == ("hang", "load")
-    assert "without an error" in d.summary
-    assert d.extras["class_source"] == "log stops"
-
-
 def test_a_log_that_reached_serving_without_an_error_is_no_failure() -> None:
     log = (
         "main: loading model\n"

@@ -94,17 +94,6 @@ def test_a_hang_the_supervisor_saw_beats_a_class_the_precedents_guessed(tmp_path
     assert complete(guessed, exited, log=log, engine="transformers").error_class == "other"
 
 
-def test_an_exit_the_supervisor_saw_beats_a_hang_read_from_a_log_that_ends(
-    tmp_path: Path,
-) -> None:
-    log = tmp_path / "server.log"
-    stalled = _guessed(log, "main: loading model\n", "hang", "load", "log stops")
-    killed = Failure("process_exit", "load", "killed by SIGKILL", 3.0)
-    assert complete(stalled, killed, log=log, engine="llamacpp").error_class == "other"
-    stuck = Failure("startup_timeout", "load", "no progress for 600 s", 600.0)
-    assert complete(stalled, stuck, log=log, engine="llamacpp").error_class == "hang"
-
-
 def test_failure_fills_an_empty_diagnosis(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text("a\nb\n\nlast line\n")

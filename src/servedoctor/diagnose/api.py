@@ -19,7 +19,7 @@ from servedoctor.diagnose.hypotheses import (
     setting_of,
     why_none,
 )
-from servedoctor.diagnose.locate import frames_near, locate, stopped_before_ready
+from servedoctor.diagnose.locate import frames_near, locate
 from servedoctor.diagnose.match import Hit, match_rules
 from servedoctor.diagnose.observe import Observations, Text, named, observe
 from servedoctor.diagnose.owner import (
@@ -323,7 +323,6 @@ def diagnose_observations(
 
     error_class: str | None
     guessed = False  # the class is the precedents' vote, not a rule's or an event's
-    stalled = False  # no error at all: the log ends while the server was starting
     if root_hit is not None:
         error_class = root_hit.rule.labels.error_class
     elif root_event is not None:
@@ -334,8 +333,6 @@ def diagnose_observations(
         root_event = Event(kind="notable", line=line, text=text)
         error_class = (found.guess("error_class", reading.words) if found else None) or "other"
         guessed = True
-    elif reading is not None and (stop := stopped_before_ready(obs)) is not None:
-        root_event, error_class, stalled = stop, "hang", True
     else:
         error_class = None
 
@@ -365,9 +362,7 @@ def diagnose_observations(
         error_class=error_class,
         root=root_event,
         root_text=root_text.text if root_text else "",
-        rule_phase=labels.phase
-        if labels
-        else (str(root_event.fields["phase"]) if stalled and root_event else None),
+        rule_phase=labels.phase if labels else None,
         rule_component=labels.component if labels else None,
         rule_culprit=labels.culprit if labels else None,
         phase_hint=phase_hint,
@@ -438,8 +433,6 @@ def diagnose_observations(
 
     evidence = _evidence(obs, root_text, root_event, loc.sync_frame, [*supporting, *context_hits])
     summary = _summary(error_class, loc.phase, component, culprit, root_text, loc.sync_frame)
-    if stalled:
-        summary += " The log stops here without an error: a hang, or a log cut short."
     if not any(h.changes for h in hypotheses):
         reason = (
             f"the fix is outside the server: {root_hit.rule.fix}"
@@ -450,8 +443,6 @@ def diagnose_observations(
     extras["phase_source"] = loc.phase_source
     if guessed:
         extras["class_source"] = "precedents"
-    elif stalled:
-        extras["class_source"] = "log stops"
     extras["engine_version"] = obs.engine_version
     return Diagnosis(
         file=name,

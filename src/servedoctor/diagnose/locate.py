@@ -168,23 +168,6 @@ def _class_phase(error_class: str, obs: Observations) -> tuple[str, str]:
     return CLASS_PHASE.get(error_class, "startup"), "class"
 
 
-#: How close to the log's end its last start-up marker must be for the log to "stop" there.
-STOPPED_WITHIN_LINES = 25
-
-
-def stopped_before_ready(obs: Observations) -> Event | None:
-    """The lifecycle marker a log ends on: the server was still loading, sizing memory,
-    capturing graphs or warming up when the log stopped. (A server that answers before it loads,
-    as llama-server's HTTP listener does, has said nothing about being ready to serve.)"""
-    if not obs.phases:
-        return None
-    last = obs.phases[-1]
-    # a log that ends at start-up (a version line, imports) is as often cut short as stuck
-    if last.fields["phase"] not in tables().lifecycle or last.fields["phase"] == "startup":
-        return None
-    return last if obs.last_line - last.line <= STOPPED_WITHIN_LINES else None
-
-
 def _warmup_refinement(obs: Observations, phase: str, root: Event | None) -> str:
     """Serving markers before the engine says 'ready' belong to its own warm-up request."""
     spec = all_engines().get(obs.engine or "")

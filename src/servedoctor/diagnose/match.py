@@ -32,10 +32,10 @@ class Hit:
 def _flag_value(name: str, obs: Observations) -> str | None:
     """The value in effect of a flag, or of a knob (by id) under any name it goes by: the
     config fields engines print for it and this engine's own spellings of it."""
-    knob_ = vocabulary().get(name)
-    if knob_ is None:
+    found = vocabulary().get(name)
+    if found is None:
         return obs.flags.get(normalise_flag(name))
-    names = [knob_.id, *knob_.fields, *(s.target for s in spellings(knob_.id, obs.engine))]
+    names = [found.id, *found.fields, *(s.target for s in spellings(found.id, obs.engine))]
     for candidate in names:
         value = obs.flags.get(normalise_flag(candidate))
         if value is not None:

@@ -152,10 +152,8 @@ def package_of_dependency(name: str) -> str | None:
     """The package to install for a dependency a message names in words: a CUDA library by
     its short name (cuDNN → nvidia-cudnn-cu12), else the distribution owning that module."""
     key = name.strip().strip("'\"`").lower()
-    libs: dict[str, str | None] = _tables()["libs"]
-    if key in libs:
-        template = libs[key]
-        return None if template is None or "{major}" in template else template
+    if key in _tables()["libs"]:
+        return package_of_library(f"lib{key}.so")
     return distribution_of_module(key)
 
 

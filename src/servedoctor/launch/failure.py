@@ -64,11 +64,9 @@ def complete(
 ) -> Diagnosis:
     """Fill what the log could not tell from the supervisor's failure record: the class,
     the phase, the summary, and the class's generic changes to try."""
-    guess = (diagnosis.extras or {}).get("class_source")
-    if (failure.is_hang and guess == "precedents") or guess == "log stops":
-        # a class the precedents voted for from a line of the log, or a hang read from a log
-        # that merely ends, is a guess; whether the server hung or exited is what the
-        # supervisor saw
+    if failure.is_hang and (diagnosis.extras or {}).get("class_source") == "precedents":
+        # a class the precedents voted for from a line of the log is a guess; a server that
+        # stopped answering is what the supervisor saw
         diagnosis = dataclasses.replace(diagnosis, error_class=None, hypotheses=())
     if diagnosis.error_class is not None:
         if diagnosis.phase is None:
