@@ -106,4 +106,5 @@ def test_confirmed_fix_is_among_the_first_three_hypotheses(name: str) -> None:
     score = evaluate(CORPUS / name)
     assert score.fixes >= TARGETS[name][0] - 2  # a case or two confirm a config change
     assert (score.fix_at_3() or 0) >= FIX_TARGETS[name]
-    assert score.flags_valid == score.flags_proposed, "a proposed flag the engine lacks"
+    # every flag exists in the case's release, or the log states none and it is the latest's
+    assert score.flags_valid + score.flags_unstated == score.flags_proposed, "a flag it lacks"

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from servedoctor.diagnose.api import diagnose_text
-from servedoctor.knowledge.mined import engine_of_text
+from servedoctor.knowledge.signatures import engine_of_text
 
 MINED = Path(__file__).resolve().parents[2] / "src" / "servedoctor" / "knowledge" / "mined"
 ENGINES = ("sglang", "vllm")

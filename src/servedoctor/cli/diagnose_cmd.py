@@ -179,6 +179,11 @@ def eval_(
     if score.flags_proposed:
         valid = score.flags_valid / score.flags_proposed
         out.print(f"{'flags valid':<12} {valid:.3f}  ({score.flags_valid}/{score.flags_proposed})")
+        if score.flags_unstated:
+            out.print(
+                f"{'':<12} {score.flags_unstated} more spelled for the latest release "
+                "(the log states none; the thread names an older one)"
+            )
     if score.failures:
         share = score.with_change / score.failures
         out.print(f"{'with change':<12} {share:.3f}  ({score.with_change}/{score.failures})")

@@ -34,8 +34,8 @@ from servedoctor.diagnose.precedent import (
     precedents_for,
 )
 from servedoctor.errors import UserError
-from servedoctor.knowledge.mined import engine_of_text
 from servedoctor.knowledge.registry import Registry, default_registry
+from servedoctor.knowledge.signatures import engine_of_text, release_bound
 from servedoctor.logs.events import Event, extract
 from servedoctor.logs.model import Frame
 from servedoctor.logs.scan import Scanner, ScanStats
@@ -288,10 +288,14 @@ def _exc_type(event: Event | None, text: Text | None) -> str | None:
 TEXT_LINES = 200
 
 
+def _own_lines(obs: Observations) -> list[str]:
+    """The log's last lines that are not traceback frames (what engines print themselves)."""
+    return [t.text for t in obs.texts if t.role != "frame"][-TEXT_LINES:]
+
+
 def _engine_of_text(obs: Observations) -> str | None:
     """The engine whose own source holds a line the log's end printed (a log naming none)."""
-    lines = [t.text for t in obs.texts if t.role != "frame"]
-    return engine_of_text(lines[-TEXT_LINES:])
+    return engine_of_text(_own_lines(obs))
 
 
 def _engine_of_own_messages(hits: list[Hit]) -> str | None:
@@ -317,6 +321,9 @@ def diagnose_observations(
         # the log names no engine, but it printed this engine's own text
         obs = named(obs, engine)
         hits = match_rules(rules, obs, arch=arch, phase=None)
+    if obs.engine is not None and obs.engine_version is None:
+        # no version line: the engine's own messages bound the release that printed them
+        obs = replace(obs, release_bound=release_bound(_own_lines(obs), obs.engine))
     classifiers = [h for h in hits if h.rule.labels.error_class]
     root_hit = max(classifiers, key=lambda h: (h.rule.priority, -h.line)) if classifiers else None
     root_event = root_hit.text.event if root_hit and root_hit.text else _root_failure(obs)
@@ -444,6 +451,8 @@ def diagnose_observations(
     if guessed:
         extras["class_source"] = "precedents"
     extras["engine_version"] = obs.engine_version
+    if obs.release_bound:
+        extras["release_bound"] = obs.release_bound
     return Diagnosis(
         file=name,
         error_class=error_class,

@@ -44,6 +44,9 @@ class Score:
     fixed_at_3: int = 0  # ... whose confirmed fix is among the first three hypotheses
     flags_proposed: int = 0
     flags_valid: int = 0  # proposed flags that exist in the inventory of the case's engine
+    # ... that do not, but are the latest release's spelling for a log that states no release
+    # (an unknown release is taken to be the latest; the thread named an older one)
+    flags_unstated: int = 0
     with_change: int = 0  # diagnosed failures that carry at least one change
     failures: int = 0
 
@@ -62,7 +65,11 @@ class Score:
             "misses": [asdict(m) for m in self.misses],
             "errors": self.errors,
             "fix_at_3": {"cases": self.fixes, "found": self.fixed_at_3},
-            "flags": {"proposed": self.flags_proposed, "valid": self.flags_valid},
+            "flags": {
+                "proposed": self.flags_proposed,
+                "valid": self.flags_valid,
+                "latest_for_unstated_release": self.flags_unstated,
+            },
             "with_change": {"failures": self.failures, "with_change": self.with_change},
         }
 
@@ -111,10 +118,14 @@ def _score_changes(labels: dict[str, Any], diagnosis: Diagnosis, score: Score) -
         score.failures += 1
         score.with_change += bool(changes)
     inv = inventory(str(engine)) if engine else None
+    stated = diagnosis.extras.get("engine_version") or diagnosis.extras.get("release_bound")
     for change in changes:
         if change.kind == "flag" and inv is not None:
             score.flags_proposed += 1
-            score.flags_valid += inv.flag(change.name, inv.resolve(version)) is not None
+            if inv.flag(change.name, inv.resolve(version)) is not None:
+                score.flags_valid += 1
+            elif not stated and inv.flag(change.name, inv.versions[-1]) is not None:
+                score.flags_unstated += 1
     fix = labels.get("fix")
     if isinstance(fix, dict) and fix.get("kind") in ("flag", "env", "package"):
         score.fixes += 1

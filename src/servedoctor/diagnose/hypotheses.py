@@ -24,7 +24,7 @@ def setting_of(obs: Observations) -> Setting:
     """The engine, its version and the flags in effect, as the proposer sees them."""
     return Setting(
         engine=obs.engine,
-        version=obs.engine_version,
+        version=obs.engine_version or obs.release_bound,
         value_of=obs.flag,
         shown=lambda name: normalise_flag(name) in obs.config_fields,
         flags_known=any(src in ("command", "config") for src in obs.flag_sources.values()),

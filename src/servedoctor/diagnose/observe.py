@@ -49,6 +49,9 @@ class Observations:
     phases: list[Event] = field(default_factory=list)
     engine: str | None = None
     engine_version: str | None = None
+    # the newest release that prints the engine messages this log printed, where the log
+    # states no version (``servedoctor.knowledge.signatures``): changes are spelled for it
+    release_bound: str | None = None
     last_line: int = 0
 
     @property

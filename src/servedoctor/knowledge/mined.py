@@ -157,30 +157,3 @@ def mined_rules() -> tuple[Rule, ...]:
 def is_generated(rule: Rule) -> bool:
     """A rule made from a mined message (its id carries the message key, not AREA+digits)."""
     return "-" in rule.id
-
-
-#: The shortest run of a message's own words that names its engine: shorter runs ("is not
-#: supported") are any program's.
-SIGNATURE_CHARS = 32
-
-
-@cache
-def _signatures() -> tuple[tuple[str, str], ...]:
-    """(engine, the longest literal run of one of its messages), for every mined message."""
-    out: set[tuple[str, str]] = set()
-    for engine, messages in _mined():
-        for message in messages:
-            template = " ".join(str(message["template"]).split())
-            longest = max(_GROUP.split(template), key=len).strip()
-            if len(longest) >= SIGNATURE_CHARS and longest.count(" ") >= 4:
-                out.add((engine, longest))
-    engines_of: dict[str, set[str]] = {}
-    for engine, text in out:
-        engines_of.setdefault(text, set()).add(engine)
-    return tuple(sorted((e, t) for e, t in out if len(engines_of[t]) == 1))
-
-
-def engine_of_text(lines: list[str]) -> str | None:
-    """The one engine whose own source holds a message these lines print, if exactly one."""
-    found = {engine for engine, text in _signatures() for line in lines if text in line}
-    return found.pop() if len(found) == 1 else None
