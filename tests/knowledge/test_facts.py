@@ -6,9 +6,14 @@ from __future__ import annotations
 from servedoctor.diagnose import diagnose_text
 from servedoctor.diagnose.fixmatch import same_fix
 from servedoctor.knowledge.facts import (
+    cache_variable,
+    cuda_library,
     distribution_of_module,
     distribution_of_path,
+    is_system_package,
+    package_of_header,
     package_of_library,
+    writable_folder,
 )
 from servedoctor.model import Change
 
@@ -30,7 +35,26 @@ def test_path_and_library_owners() -> None:
     assert package_of_library("libcudart.so.12") == "nvidia-cuda-runtime-cu12"
     assert package_of_library("libcublasLt.so.13") == "nvidia-cublas-cu13"
     assert package_of_library("libcuda.so.1") is None  # the driver's, not a package
-    assert package_of_library("libfoo.so.1") is None
+    # a library no table knows: Debian's package for its soname (a system package)
+    assert package_of_library("libnuma.so.1") == "libnuma1"
+    assert package_of_library("libfoo2.so.3") == "libfoo2-3"
+    assert package_of_library("libfoo.so") is None  # no soname version, no package name
+    assert is_system_package("libnuma1") and is_system_package("libnuma-dev")
+    assert not is_system_package("torch") and not is_system_package("nvidia-cudnn-cu12")
+    assert cuda_library("libnvrtc.so.13") == "libnvrtc.so.13"
+    assert cuda_library("libnuma.so.1") is None
+
+
+def test_headers_and_cache_folders_name_what_provides_them() -> None:
+    assert package_of_header("numa.h") == "libnuma-dev"
+    assert package_of_header("infiniband/verbs.h") == "libibverbs-dev"
+    assert package_of_header("sndfile.h") == "libsndfile-dev"  # Debian's lib<name>-dev
+    assert package_of_header("cuda_runtime.h") is None  # the CUDA toolkit's own
+    assert cache_variable("/root/.triton") == "TRITON_CACHE_DIR"
+    assert cache_variable("/home/u/.cache/huggingface/hub") == "HF_HOME"
+    assert cache_variable("/home/u/.cache/other") == "XDG_CACHE_HOME"
+    assert cache_variable("/dev/nvidia0") is None
+    assert writable_folder("/root/.triton") == "/tmp/triton"
 
 
 def _changes(text: str) -> list[Change]:
@@ -88,6 +112,10 @@ def test_fix_matching_by_name_by_value_and_by_knob() -> None:
     ctx = {"kind": "flag", "name": "-c", "value": "16384"}
     assert same_fix(Change("flag", "--ctx-size", "4096"), ctx, "llamacpp")
     assert not same_fix(Change("flag", "--ubatch-size", "256"), ctx, "llamacpp")
+    # a folder suits its machine, as a number does; a word still has to match
+    cache = {"kind": "env", "name": "TRITON_CACHE_DIR", "value": "/workspace/.cache/triton"}
+    assert same_fix(Change("env", "TRITON_CACHE_DIR", "/tmp/triton"), cache, "vllm")
+    assert not same_fix(Change("env", "TRITON_CACHE_DIR", "auto"), cache, "vllm")
 
 
 def test_no_hypothesis_shows_an_unfilled_placeholder() -> None:

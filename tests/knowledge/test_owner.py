@@ -162,7 +162,7 @@ def test_a_library_named_after_a_python_package_belongs_to_it() -> None:
 
     assert package_of_library("libnvinfer_plugin_tensorrt_llm.so.9") == "tensorrt-llm"
     assert package_of_library("libtorch_cuda.so") == "torch"
-    assert package_of_library("libsomething_else.so.1") is None
+    assert package_of_library("libsomething_else.so") is None  # and no soname: no package
 
 
 def test_one_package_described_in_words_is_offered_once() -> None:

@@ -3,9 +3,9 @@
 A flag or variable matches by name (``_``/``-`` alike) or by meaning: both spell the same
 knob for the case's engine (``--disable-cuda-graph`` on an old SGLang and
 ``--cuda-graph-backend-decode disabled`` on the current one). A confirmed value that is a
-word (a backend, a dtype) must match too; a number need not (the thread's number suits its
-machine, ours the log's). A package matches by its normalised name, an import name by the
-distribution that owns it.
+word (a backend, a dtype) must match too; a number or a path need not (the thread's number
+or folder suits its machine, ours the user's). A package matches by its normalised name, an
+import name by the distribution that owns it.
 """
 
 from __future__ import annotations
@@ -51,6 +51,11 @@ def _is_number(value: str) -> bool:
     return re.fullmatch(r"[-+]?\d[\d_,]*(?:\.\d+)?", value.strip()) is not None
 
 
+def _is_path(value: str) -> bool:
+    """A filesystem path or a search path (``/tmp/triton``, ``/opt/lib:$LD_LIBRARY_PATH``)."""
+    return re.match(r"^\s*(?:/|~/|\$\w+/|<[^>]*>/?)", value) is not None
+
+
 def same_fix(change: Change, fix: Mapping[str, Any], engine: str | None) -> bool:
     kind, name = fix.get("kind"), str(fix.get("name") or "")
     value = fix.get("value")
@@ -66,6 +71,8 @@ def same_fix(change: Change, fix: Mapping[str, Any], engine: str | None) -> bool
     if same_name:
         if value is None or change.value is None or _is_number(str(value)):
             return True
+        if _is_path(str(value)) and _is_path(change.value):
+            return True  # a folder or file on the thread's machine; ours names one on the user's
         return _value_word(change.value) == _value_word(value)
     shared = knobs_of(change.name, engine) & knobs_of(name, engine)
     return bool(shared)

@@ -33,6 +33,12 @@ def _tables() -> dict[str, Any]:
         "engine_builds": data.get("engine_builds", {}),
         "symbol_namespaces": data.get("symbol_namespaces", {}),
         "system_packages": frozenset(data.get("system_packages", [])),
+        "system_patterns": tuple(re.compile(p) for p in data.get("system_package_patterns", [])),
+        "headers": data.get("headers", {}),
+        "cache_folders": tuple(
+            (re.compile(row["match"]), str(row["variable"]))
+            for row in data.get("cache_folders", [])
+        ),
         "servers": frozenset(data.get("servers", [])),
     }
 
@@ -47,8 +53,10 @@ def package_of_kernel_library(culprit: str | None, engine: str | None = None) ->
 
 
 def is_system_package(name: str) -> bool:
-    """A stack installed with the system, not pip (ROCm): it applies to binary servers too."""
-    return name in _tables()["system_packages"]
+    """A stack installed with the system, not pip (ROCm, Debian's libnuma1 or libnuma-dev):
+    it applies to binary servers too."""
+    t = _tables()
+    return name in t["system_packages"] or any(p.match(name) for p in t["system_patterns"])
 
 
 def is_server_package(name: str) -> bool:
@@ -97,7 +105,9 @@ def package_of_library(library: str) -> str | None:
         return None
     libs: dict[str, str | None] = _tables()["libs"]
     if m.group("name") not in libs:
-        return _package_in_library_name(m.group("name"))
+        return _package_in_library_name(m.group("name")) or _debian_package(
+            m.group("name"), m.group("major")
+        )
     template = libs[m.group("name")]
     if template is None:
         return None
@@ -106,6 +116,48 @@ def package_of_library(library: str) -> str | None:
             return None
         return template.replace("{major}", m.group("major"))
     return template
+
+
+def _debian_package(name: str, major: str | None) -> str | None:
+    """Debian's package for a system library: its name and soname version (libnuma.so.1 →
+    libnuma1; libfoo2.so.1 → libfoo2-1), the convention every Debian library follows."""
+    if not major:
+        return None
+    name = name.lower()
+    return f"lib{name}{'-' if name[-1].isdigit() else ''}{major}"
+
+
+def cuda_library(library: str) -> str | None:
+    """``library`` when it is one of CUDA's own (shipped per CUDA major version), else None."""
+    package = package_of_library(library)
+    return library if package is not None and package.startswith("nvidia-") else None
+
+
+def package_of_header(header: str) -> str | None:
+    """The package whose headers a build is missing (numa.h → libnuma-dev); None for the
+    CUDA toolkit's own headers."""
+    headers: dict[str, str | None] = _tables()["headers"]
+    key = header.strip().strip("'\"<>")
+    if key in headers:
+        return headers[key]
+    stem = re.fullmatch(r"([a-z][a-z0-9_+-]*)\.h", key.split("/")[-1])
+    return f"lib{stem.group(1).replace('_', '-')}-dev" if stem else None
+
+
+def cache_variable(path: str) -> str | None:
+    """The variable that moves the cache ``path`` belongs to (/root/.triton → TRITON_CACHE_DIR)."""
+    folders: tuple[tuple[re.Pattern[str], str], ...] = _tables()["cache_folders"]
+    for pattern, variable in folders:
+        if pattern.search(path):
+            return variable
+    return None
+
+
+def writable_folder(path: str) -> str | None:
+    """A folder under /tmp for a cache that cannot be written where it is (/root/.triton →
+    /tmp/triton): the user's /tmp is writable wherever a server runs."""
+    leaf = path.rstrip("/").split("/")[-1].lstrip(".")
+    return f"/tmp/{leaf}" if re.fullmatch(r"[\w.-]+", leaf or "") else None
 
 
 def _package_in_library_name(name: str) -> str | None:
@@ -170,6 +222,10 @@ FILTERS: dict[str, Callable[[str], str | None]] = {
     "dep": package_of_dependency,
     "path_dist": distribution_of_path,
     "lib_package": package_of_library,
+    "cuda_lib": cuda_library,
+    "header_package": package_of_header,
+    "cache_variable": cache_variable,
+    "writable": writable_folder,
     "hsa_version": hsa_override_of,
     "symbol_dist": package_of_symbol,
 }

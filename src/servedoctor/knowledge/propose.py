@@ -140,14 +140,22 @@ def _direct(spec: ChangeSpec, groups: Mapping[str, str], setting: Setting) -> Ch
         value = fill(spec.default, groups, lookup)
     if name is None or (spec.value is not None and value is None):
         return None
-    if spec.kind == "flag" and (not name.startswith("-") or not _flag_exists(name, setting)):
-        return None  # not a flag (a captured env var name), or not one this engine has
+    value = value or None  # an empty default: the flag is a switch
+    if spec.kind == "flag" and not name.startswith("-"):
+        return None  # not a flag (a captured env var name)
+    if spec.kind == "flag" and value != REMOVE and not _flag_exists(name, setting, value):
+        return None  # not one this engine has (taking away a flag it refused always is)
     return Change(kind=spec.kind, name=name, value=value)
 
 
-def _flag_exists(name: str, setting: Setting) -> bool:
+def _flag_exists(name: str, setting: Setting, value: str | None = None) -> bool:
+    """The engine has the flag (any flag, when its inventory is unknown); a flag that takes
+    a value is not proposed without one."""
     inv = inventory(setting.engine) if setting.engine else None
-    return inv is None or inv.flag(name, setting.version) is not None
+    if inv is None:
+        return True
+    flag = inv.flag(name, setting.version)
+    return flag is not None and (value is not None or flag.type == "bool" or flag.nargs == "0")
 
 
 def already_in_effect(change: Change, setting: Setting) -> bool:
