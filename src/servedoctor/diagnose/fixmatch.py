@@ -17,7 +17,7 @@ from typing import Any
 from servedoctor.engines.adapter import knobs_of
 from servedoctor.engines.inventory import inventory
 from servedoctor.knowledge.facts import distribution_of_module
-from servedoctor.model import Change
+from servedoctor.model import REMOVE, Change
 
 
 def _norm_package(name: str) -> str:
@@ -44,6 +44,8 @@ _SAME_VALUE = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float"
 
 def _value_word(value: object) -> str:
     word = str(value).strip().lower()
+    if word in ("remove", "removed", "drop", "<remove>"):
+        return REMOVE  # a thread's "remove the flag" in its own words
     return _SAME_VALUE.get(word, word)
 
 
