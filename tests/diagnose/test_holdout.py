@@ -57,6 +57,9 @@ TARGETS = {
     "holdout35": (11, 0.72, 0.36, 0.59),
     "holdout36": (9, 0.66, 0.66, 0.55),
     "holdout37": (4, 0.0, 0.50, 0.50),
+    "holdout38": (22, 0.68, 0.68, 0.63),
+    "holdout39": (27, 0.74, 0.66, 0.55),
+    "holdout40": (25, 0.76, 0.52, 0.60),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -87,7 +90,13 @@ FIX_TARGETS = {
     "holdout33": 0.49,
     "holdout34": 0.22,
     "holdout36": 0.11,
+    "holdout38": 0.36,
+    "holdout39": 0.41,
 }
+
+
+#: sets where many threads' fixes are code, builds or hardware: how many carry a flag, env or package
+FIXES = {"holdout38": 11, "holdout39": 17}
 
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
@@ -104,7 +113,8 @@ def test_holdout_corpus_accuracy_meets_targets(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(FIX_TARGETS))
 def test_confirmed_fix_is_among_the_first_three_hypotheses(name: str) -> None:
     score = evaluate(CORPUS / name)
-    assert score.fixes >= TARGETS[name][0] - 2  # a case or two confirm a config change
+    # a case or two confirm a config change; sets with many code fixes say how many carry one
+    assert score.fixes >= FIXES.get(name, TARGETS[name][0] - 2)
     assert (score.fix_at_3() or 0) >= FIX_TARGETS[name]
     # every flag exists in the case's release, or the log states none and it is the latest's
     assert score.flags_valid + score.flags_unstated == score.flags_proposed, "a flag it lacks"

@@ -29,6 +29,7 @@ def test_resolve_versions() -> None:
     assert inv.resolve("0.3.0") == "0.4.6"  # older than all → oldest
     assert inv.resolve("9.0") == "0.5.23"  # newer than all → latest
     assert inv.resolve("0.5.12") == "0.5.10"  # between → newest known <= it
+    assert inv.resolve("0.1.dev1+g6804e1b81") == "0.5.23"  # an untagged build: unknown
     assert inv.resolve("0.5.10") == "0.5.10"
     assert inv.resolve("0.5.15.post1") == "0.5.15"
     assert inv.resolve("v0.5.20") == "0.5.20"

@@ -17,7 +17,7 @@ from servedoctor.diagnose.fixmatch import same_fix
 from servedoctor.diagnose.precedent import leaving_out
 from servedoctor.engines.inventory import inventory
 from servedoctor.errors import UserError
-from servedoctor.model import Diagnosis
+from servedoctor.model import REMOVE, Diagnosis
 from servedoctor.taxonomy import SERVING_PHASES
 
 FIELDS = ("error_class", "phase", "component", "culprit")
@@ -120,8 +120,8 @@ def _score_changes(labels: dict[str, Any], diagnosis: Diagnosis, score: Score) -
     inv = inventory(str(engine)) if engine else None
     stated = diagnosis.extras.get("engine_version") or diagnosis.extras.get("release_bound")
     for change in changes:
-        if change.kind == "flag" and inv is not None:
-            score.flags_proposed += 1
+        if change.kind == "flag" and inv is not None and change.value != REMOVE:
+            score.flags_proposed += 1  # (taking a flag away needs no flag the release has)
             if inv.flag(change.name, inv.resolve(version)) is not None:
                 score.flags_valid += 1
             elif not stated and inv.flag(change.name, inv.versions[-1]) is not None:

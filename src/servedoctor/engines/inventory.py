@@ -18,13 +18,19 @@ INVENTORY_DIR = Path(__file__).parent / "inventory"
 
 
 def _parse(version: str) -> Version | None:
+    """The release a version names; None for none (unparseable, or an untagged build)."""
     text = version.strip()
     if text[:1] in ("v", "V"):
         text = text[1:]
     try:
-        return Version(text)
+        parsed = Version(text)
     except InvalidVersion:
         return None
+    # setuptools-scm's version for a checkout with no tag (a fork built from source): it
+    # says nothing of the release the code follows
+    if parsed.is_devrelease and parsed.release in ((0, 1), (0, 0), (0, 0, 0), (0, 1, 0)):
+        return None
+    return parsed
 
 
 class InventoryVersion(BaseModel):
@@ -122,9 +128,9 @@ class Inventory(BaseModel):
     def resolve(self, version: str | None) -> str:
         """The known version to use for a user's ``version``.
 
-        None or unparseable → the latest; otherwise the newest known version <= it (so
-        ``0.5.3.post3`` → ``0.5.3`` when 0.5.3 is known), or the oldest known when it predates
-        them all.
+        None, unparseable or an untagged build's 0.1.devN → the latest; otherwise the newest
+        known version <= it (so ``0.5.3.post3`` → ``0.5.3`` when 0.5.3 is known), or the
+        oldest known when it predates them all.
         """
         known = self.versions
         if version is None:
