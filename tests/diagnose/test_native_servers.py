@@ -255,3 +255,20 @@ def test_a_matmul_by_expert_id_is_the_moe_layers() -> None:
         "current device: 0, in function launch_mul_mat_q_id at /src/ggml/src/ggml-cuda/mmq_id_common.cuh:3976\n"
     )
     assert diagnose_text(log).component == "moe"
+
+
+@pytest.mark.parametrize(
+    "marker",
+    [
+        'INFO [            update_slots] kv cache rm [p0, end) | tid="1" id_slot=0 p0=24576',
+        'VERB [            update_slots] tokenizing prompt | tid="1" id_slot=0 id_task=0',
+    ],
+)
+def test_an_older_servers_prompt_chunks_date_a_failure_to_prefill(marker: str) -> None:
+    log = (
+        "llama_model_loader: loaded meta data\n"
+        "main: server is listening on http://127.0.0.1:8080\n"
+        f"{marker}\n"
+        "ggml/src/ggml-cuda/ggml-cuda.cu:122: CUDA error\n"
+    )
+    assert diagnose_text(log).phase == "prefill"
