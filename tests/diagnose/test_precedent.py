@@ -143,6 +143,10 @@ def test_what_a_server_cannot_read_is_not_offered() -> None:
         translate({"kind": "env", "name": "VLLM_USE_V1", "value": "0"}, "vllm", "sglang", None)
         is None
     )
+    # another thread's patch variable: offered only where this log names it
+    patch = {"kind": "env", "name": "GENESIS_GDN_MAX_BATCHED_TOKENS", "value": "4128"}
+    assert translate(patch, "vllm", "vllm", None, {"nccl", "error"}) is None
+    assert translate(patch, "vllm", "vllm", None, {"genesis", "error"}) is not None
     # an unknown release may be an old one: the flag must be in every release read
     newer = {"kind": "flag", "name": "--no-async-scheduling", "value": None}
     assert translate(newer, "vllm", "vllm", None) is None

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from servedoctor.engines.adapter import knobs_of, spell, spellings
-from servedoctor.engines.inventory import inventory
+from servedoctor.engines.inventory import env_names, inventory
 from servedoctor.knowledge.facts import is_server_package, is_system_package
 from servedoctor.knowledge.knobs import knob
 from servedoctor.knowledge.propose import Setting, already_in_effect, is_native
@@ -277,6 +277,8 @@ def translate(
         return Change(kind="package", name=name, value=pin)
     if kind == "env" and value is None:
         return None  # a variable is set to something
+    if kind == "env" and not _variable_fits(name, source_engine, engine, words):
+        return None
     if engine is not None and engine == source_engine:
         if kind == "flag":
             inv = inventory(engine)
@@ -300,6 +302,25 @@ def translate(
         # a compiled server reads none of a Python stack's variables (NCCL's, torch's)
         return Change(kind="env", name=name, value=value)
     return None
+
+
+#: Variables the loader, the shell or CUDA itself reads, whichever server runs.
+SYSTEM_VARIABLES = frozenset({"LD", "PATH", "LIBRARY", "CUDA", "TMPDIR", "HOME"})
+
+
+def _variable_fits(
+    name: str, source: str | None, engine: str | None, words: frozenset[str] | set[str]
+) -> bool:
+    """A precedent's variable is offered where it spells a knob, the engine reads it, or
+    this log names it or the library it belongs to (NCCL_… for a log that speaks of nccl):
+    another thread's patch or wrapper variable (GENESIS_…) means nothing to this server."""
+    if knobs_of(name, source):
+        return True
+    lowered = name.lower()
+    if lowered in words or lowered.split("_")[0] in words or name.split("_")[0] in SYSTEM_VARIABLES:
+        return True
+    known = env_names(engine) if engine else None
+    return known is not None and name in known
 
 
 def _named(package: str, words: frozenset[str] | set[str]) -> bool:
