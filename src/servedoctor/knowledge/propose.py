@@ -148,7 +148,7 @@ def _direct(spec: ChangeSpec, groups: Mapping[str, str], setting: Setting) -> Ch
     return Change(kind=spec.kind, name=name, value=value)
 
 
-def _flag_exists(name: str, setting: Setting, value: str | None = None) -> bool:
+def _flag_exists(name: str, setting: Setting, value: str | None) -> bool:
     """The engine has the flag (any flag, when its inventory is unknown); a flag that takes
     a value is not proposed without one."""
     inv = inventory(setting.engine) if setting.engine else None
