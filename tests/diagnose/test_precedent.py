@@ -147,6 +147,8 @@ def test_what_a_server_cannot_read_is_not_offered() -> None:
     patch = {"kind": "env", "name": "GENESIS_GDN_MAX_BATCHED_TOKENS", "value": "4128"}
     assert translate(patch, "vllm", "vllm", None, {"nccl", "error"}) is None
     assert translate(patch, "vllm", "vllm", None, {"genesis", "error"}) is not None
+    preload = {"kind": "env", "name": "LD_PRELOAD", "value": "/x/nvidia/nccl/lib/libnccl.so.2"}
+    assert translate(preload, "vllm", "vllm", None, {"importerror", "sdfake"}) is None
     # an unknown release may be an old one: the flag must be in every release read
     newer = {"kind": "flag", "name": "--no-async-scheduling", "value": None}
     assert translate(newer, "vllm", "vllm", None) is None

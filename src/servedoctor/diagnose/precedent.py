@@ -304,20 +304,17 @@ def translate(
     return None
 
 
-#: Variables the loader, the shell or CUDA itself reads, whichever server runs.
-SYSTEM_VARIABLES = frozenset({"LD", "PATH", "LIBRARY", "CUDA", "TMPDIR", "HOME"})
-
-
 def _variable_fits(
     name: str, source: str | None, engine: str | None, words: frozenset[str] | set[str]
 ) -> bool:
     """A precedent's variable is offered where it spells a knob, the engine reads it, or
     this log names it or the library it belongs to (NCCL_… for a log that speaks of nccl):
-    another thread's patch or wrapper variable (GENESIS_…) means nothing to this server."""
+    another thread's patch or wrapper variable (GENESIS_…), or its loader path
+    (LD_PRELOAD=/its/site-packages/…), means nothing to this server."""
     if knobs_of(name, source):
         return True
     lowered = name.lower()
-    if lowered in words or lowered.split("_")[0] in words or name.split("_")[0] in SYSTEM_VARIABLES:
+    if lowered in words or lowered.split("_")[0] in words:
         return True
     known = env_names(engine) if engine else None
     return known is not None and name in known
