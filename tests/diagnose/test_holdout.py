@@ -62,6 +62,7 @@ TARGETS = {
     "holdout40": (25, 0.76, 0.52, 0.60),
     "holdout41": (19, 0.68, 0.57, 0.52),
     "holdout42": (19, 0.52, 0.52, 0.47),
+    "holdout43": (11, 0.45, 0.36, 0.72),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
