@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import re
 import sys
 import tarfile
 import urllib.parse
@@ -43,6 +42,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mine_messages as mm  # the same message reader as the mined rules
 from env_names import PREFIXES  # each engine's own variables' prefixes
+
+from servedoctor.knowledge.signatures import words_of
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "src" / "servedoctor" / "knowledge" / "mined" / "signatures.json"
@@ -74,12 +75,6 @@ MIN_WORDS = 6
 MIN_CHARS = 32
 #: Messages logged at these levels are read too: an info line names its engine as well.
 EXTRA_LOG_METHODS = {"info": "logger.info", "info_once": "logger.info", "debug": "logger.debug"}
-WORD = re.compile(r"[a-z0-9_]+")
-
-
-def words(text: str) -> list[str]:
-    """The lower-cased alphanumeric words of a text (punctuation and spacing ignored)."""
-    return WORD.findall(text.lower())
 
 
 def runs_of(parts: list[mm.Part]) -> Iterator[tuple[str, ...]]:
@@ -87,7 +82,7 @@ def runs_of(parts: list[mm.Part]) -> Iterator[tuple[str, ...]]:
     for i, part in enumerate(parts):
         if not isinstance(part, str):
             continue
-        run = words(part)
+        run = words_of(part)  # the words diagnose reads a log as
         if i > 0 and part[:1].isalnum():
             run = run[1:]  # "{n}GiB ..." : the first word is glued to a value
         if i < len(parts) - 1 and part[-1:].isalnum():

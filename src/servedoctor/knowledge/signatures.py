@@ -70,9 +70,7 @@ def _index() -> dict[Run, tuple[Signature, ...]]:
     """First words of a signature → the signatures that start with them."""
     index: dict[Run, list[Signature]] = {}
     for engine, entry in _data().items():
-        newest = len(entry.get("releases", [])) - 1
-        for row in entry.get("signatures", []):
-            text, first, last = (row, 0, newest) if isinstance(row, str) else row
+        for text, first, last in entry.get("signatures", []):
             run = tuple(str(text).split())
             if len(run) >= KEY_WORDS:
                 found = Signature(str(engine), run, int(first), int(last))
