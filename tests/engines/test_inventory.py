@@ -185,3 +185,19 @@ def test_a_variable_a_release_dropped_is_not_in_its_inventory() -> None:
     assert vllm is not None
     assert vllm["VLLM_ATTENTION_BACKEND"] == ["0.11.1"]  # --attention-backend since
     assert "0.33.0" in vllm["VLLM_ROCM_USE_AITER_MOE"]
+
+
+def test_the_first_release_that_accepts_a_refused_flag_or_choice() -> None:
+    inv = inventory("vllm")
+    assert inv is not None
+    # --attention-backend came with 0.15: a 0.10 parser refuses it, 0.15 accepts it
+    assert inv.first_accepting("--attention-backend", None, "0.10.0") == "0.15.0"
+    # installed unknown: the first release read that has it (the latest has it too)
+    assert inv.first_accepting("--attention-backend") == "0.15.0"
+    # the installed release has it: the refusal is not about the release
+    assert inv.first_accepting("--attention-backend", None, "0.20.0") is None
+    assert inv.first_accepting("--no-such-flag-anywhere") is None
+    sglang = inventory("sglang")
+    assert sglang is not None
+    # a flag the latest release dropped is not fixed by moving on
+    assert sglang.first_accepting("--cuda-graph-max-bs") is None

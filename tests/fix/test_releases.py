@@ -80,3 +80,13 @@ def test_the_release_after_is_the_oldest_newer_one(tmp_path: Path) -> None:
     after = resolver.concrete(Change("package", "sdfake", "the release after 1.0"))
     assert after == Change("package", "sdfake", "==1.5")
     assert resolver.concrete(Change("package", "sdfake", "the release after 2.0")) is None
+
+
+def test_a_first_release_and_the_latest_become_requirements(tmp_path: Path) -> None:
+    resolver = _resolver(tmp_path, "1.0", "1.5", "2.0", "2.1rc1")
+    assert resolver.concrete(Change("package", "sdfake", "1.5 or later")) == Change(
+        "package", "sdfake", ">=1.5"
+    )
+    assert resolver.concrete(Change("package", "sdfake", "the latest release")) == Change(
+        "package", "sdfake", "==2.0"
+    )

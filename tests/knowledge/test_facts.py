@@ -188,3 +188,41 @@ def test_a_switch_the_message_refuses_off_is_turned_on_in_the_engines_spelling()
     odd = "ValueError: Foo with frobnicate_mode = False is not supported yet.\n"
     assert all(c.name != "--frobnicate-mode" for h in diagnose_text(odd, engine="vllm").hypotheses
                for c in h.changes)  # fmt: skip
+
+
+def test_a_program_not_on_path_names_the_package_that_installs_it() -> None:
+    from servedoctor.knowledge.facts import package_of_executable
+
+    assert package_of_executable("ninja") == "ninja"
+    assert package_of_executable("g++") == "build-essential"
+    assert package_of_executable("nvcc") is None  # the CUDA toolkit's, not a package
+    assert package_of_executable("my-tool") is None
+    changes = _changes("FileNotFoundError: [Errno 2] No such file or directory: 'ninja'\n")
+    assert Change("package", "ninja", "install") in changes
+
+
+def test_a_shortened_path_names_a_known_package_and_no_unknown_folder() -> None:
+    assert distribution_of_path(".../flashinfer/comm/mnnvl.py") == "flashinfer-python"
+    assert distribution_of_path("…/vllm/config.py") == "vllm"
+    assert distribution_of_path(".../myproject/train.py") is None
+    assert distribution_of_path("/home/u/flashinfer/comm/mnnvl.py") is None
+
+
+def test_a_refused_flag_or_choice_proposes_the_release_that_accepts_it() -> None:
+    old = "INFO 05-01 10:00:00 api_server.py:1 vLLM API server version 0.10.0\n"
+    refused = "vllm serve: error: unrecognized arguments: --attention-backend FLASHINFER\n"
+    assert Change("package", "vllm", "0.15.0 or later") in _changes(old + refused)
+    # the installed release has the flag: moving on is not the change
+    newer = diagnose_text(VLLM.replace("0.11.0", "0.20.0") + refused)
+    assert not any(
+        c.kind == "package" for h in newer.hypotheses if h.id.startswith("ARGS") for c in h.changes
+    )
+    # a name from a registry that grows per release (parsers): the latest release
+    choice = (
+        "vllm serve: error: argument --tool-call-parser: invalid choice: 'glm45' "
+        "(choose from 'hermes')\n"
+    )
+    assert Change("package", "vllm", "the latest release") in _changes(choice)
+    # a flag the latest SGLang dropped: its spelling changes, not the release
+    gone = "launch_server.py: error: unrecognized arguments: --cuda-graph-max-bs 32\n"
+    assert not any(c.kind == "package" for c in _changes(gone))

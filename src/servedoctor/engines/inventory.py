@@ -159,6 +159,37 @@ class Inventory(BaseModel):
     def has(self, spelling: str, version: str | None = None) -> bool:
         return self.flag(spelling, version) is not None
 
+    def first_accepting(
+        self, spelling: str, value: str | None = None, installed: str | None = None
+    ) -> str | None:
+        """The first release read that accepts ``spelling`` (and ``value``, where the flag's
+        choices are listed) and the installed release does not; None when none does, or when
+        the installed release already has the flag and its choices say nothing of ``value``.
+
+        With the installed release unknown, the first release read that accepts it, when the
+        latest does (a flag the latest dropped is not fixed by moving on).
+        """
+        have = self.resolve(installed) if installed and _parse(installed) else None
+        if have is not None and self._accepts(spelling, value, have):
+            return None
+        if have is None and not self._accepts(spelling, value, self.latest):
+            return None
+        for version in self.versions:
+            if have is not None and (_parse(version) or Version("0")) <= Version(have):
+                continue
+            if self._accepts(spelling, value, version):
+                return version
+        return None
+
+    def _accepts(self, spelling: str, value: str | None, version: str) -> bool:
+        flag = self.flag(spelling, version)
+        if flag is None:
+            return False
+        if value is None:
+            return True
+        choices = flag.choices_at(version)
+        return choices is not None and value in choices
+
     def names(self, version: str | None = None) -> list[str]:
         """Canonical names of the flags that exist in (the resolved) ``version``."""
         ver = self.resolve(version)

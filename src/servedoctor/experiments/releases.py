@@ -104,12 +104,17 @@ class Resolver:
             return None
         if words.kind == "required":
             return self.engine_requires.get(key) or None
+        if words.kind == "latest":
+            newest = [v for v in self.available(change.name) if not v.is_prerelease]
+            return f"=={newest[-1]}" if newest else None
         named = self.installed.get(key) if words.kind == "another" else words.version
         version = _version(named)
         if version is None:
             return None
         if words.kind == "after":
             return self.release_after(change.name, version)
+        if words.kind == "from":
+            return f">={version}"
         return self.release_before(change.name, version)
 
     def concrete(self, change: Change) -> Change | None:

@@ -18,7 +18,7 @@ from servedoctor.engines.spec import engine_distribution
 from servedoctor.knowledge.facts import is_system_package
 from servedoctor.knowledge.knobs import fill, free_port, knob, vocabulary
 from servedoctor.knowledge.schema import ChangeSpec
-from servedoctor.knowledge.versionwords import release_before
+from servedoctor.knowledge.versionwords import LATEST_RELEASE, release_before, release_from
 from servedoctor.model import REMOVE, Change
 
 
@@ -70,14 +70,39 @@ def _not_installable(change: Change, setting: Setting) -> bool:
 
 def fill_text(template: str, groups: Mapping[str, str], setting: Setting) -> str:
     """A cause or summary with its placeholders filled where the log gives them."""
-    return fill(template, groups, lambda key: _lookup(key, None, setting)) or template
+    return fill(template, groups, lambda key: _lookup(key, None, setting, groups)) or template
 
 
-def _lookup(key: str, target: str | None, setting: Setting) -> str | None:
+def release_accepting(flag: str, value: str | None, setting: Setting) -> str | None:
+    """The engine's release that accepts a flag (and value) its parser refused, read from the
+    inventory: the first release that has it, when the installed one does not; the latest
+    when the flag takes names from a registry (parsers, backends) that grows per release."""
+    inv = inventory(setting.engine) if setting.engine else None
+    if inv is None:
+        return None
+    first = inv.first_accepting(flag, value, setting.version)
+    if first is not None:
+        return release_from(first)
+    found = inv.flag(flag, setting.version)
+    if (
+        value is not None
+        and found is not None
+        and found.choices_at(inv.resolve(setting.version)) is None
+    ):
+        return LATEST_RELEASE
+    return None
+
+
+def _lookup(
+    key: str, target: str | None, setting: Setting, groups: Mapping[str, str] | None = None
+) -> str | None:
     if key == "engine":  # the package the server itself is installed as
         return engine_distribution(setting.engine)
     if key == "release_before":  # the engine's release before the one the log states
         return release_before(setting.version) if setting.version else None
+    if key == "release_accepting" and groups and ("unknown" in groups or "choice" in groups):
+        # a flag the parser did not know, or a choice it did not list
+        return release_accepting(groups["flag"], groups.get("choice"), setting)
     if key == "current":
         return setting.value_of(target) if target else None
     if key.startswith("flag:"):
@@ -133,7 +158,7 @@ def _from_knob(spec: ChangeSpec, groups: Mapping[str, str], setting: Setting) ->
 
 def _direct(spec: ChangeSpec, groups: Mapping[str, str], setting: Setting) -> Change | None:
     assert spec.kind is not None and spec.name is not None
-    lookup: Callable[[str], str | None] = lambda key: _lookup(key, None, setting)  # noqa: E731
+    lookup: Callable[[str], str | None] = lambda key: _lookup(key, None, setting, groups)  # noqa: E731
     name = fill(spec.name, groups, lookup)
     value = fill(spec.value, groups, lookup)
     if value is None and spec.default is not None:

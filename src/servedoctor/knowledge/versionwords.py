@@ -11,18 +11,25 @@ from typing import Literal
 
 __all__ = [
     "ANOTHER_RELEASE",
+    "LATEST_RELEASE",
     "VersionWords",
     "read",
     "release_after",
     "release_before",
+    "release_from",
     "required_by",
 ]
 
 ANOTHER_RELEASE = "another release"
+LATEST_RELEASE = "the latest release"
 
-_WORDS: tuple[tuple[Literal["before", "after", "another", "required"], re.Pattern[str]], ...] = (
+Kind = Literal["before", "after", "from", "latest", "another", "required"]
+
+_WORDS: tuple[tuple[Kind, re.Pattern[str]], ...] = (
     ("before", re.compile(r"^the release before (?P<version>\S+)$")),
     ("after", re.compile(r"^the release after (?P<version>\S+)$")),
+    ("from", re.compile(r"^(?P<version>\d\S*) or later$")),
+    ("latest", re.compile(r"^the latest release$")),
     ("another", re.compile(r"^another release$")),
     ("required", re.compile(r"^the version (?:the server|[\w.-]+(?: \S+)?) requires$")),
 )
@@ -36,6 +43,11 @@ def release_after(version: str) -> str:
     return f"the release after {version}"
 
 
+def release_from(version: str) -> str:
+    """A release that has something ``version`` introduced: it or any later one."""
+    return f"{version} or later"
+
+
 def required_by(engine: str | None, version: str | None) -> str:
     """The version the engine (at its release, when known) declares for a package."""
     return (
@@ -47,7 +59,7 @@ def required_by(engine: str | None, version: str | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class VersionWords:
-    kind: Literal["before", "after", "another", "required"]
+    kind: Kind
     version: str | None = None  # the release named ("before"/"after")
 
 
