@@ -230,3 +230,17 @@ def test_a_frame_wrapped_after_its_file_is_one_frame() -> None:
 def test_a_file_line_not_followed_by_its_line_number_is_dropped_quietly() -> None:
     text = '  File "/x/a.py",\nRuntimeError: CUDA error: an illegal memory access was encountered\n'
     assert only(events_of(text), "traceback")[0].fields["exc_type"] == "RuntimeError"
+
+
+def test_a_frame_without_a_function_is_a_module_being_compiled() -> None:
+    # Python prints no function for a SyntaxError's frame or an annotation evaluated at import
+    text = (
+        'File ".../flashinfer/comm/mnnvl.py", line 54\n'
+        "    from .fd_exchange import broadcast_fd, exchange_fds\n"
+        'File ".../flashinfer/comm/fd_exchange.py", line 55\n'
+        "    def _fd_ancillary(fd: int) -> tuple[array.array[int]]:\n"
+        "TypeError: type 'array.array' is not subscriptable\n"
+    )
+    (tb,) = only(events_of(text), "traceback")
+    assert [f.file for f in tb.frames][-1] == ".../flashinfer/comm/fd_exchange.py"
+    assert tb.frames[-1].func == "<module>" and tb.frames[-1].line == 55

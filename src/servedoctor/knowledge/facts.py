@@ -18,6 +18,7 @@ from servedoctor.datafile import load_yaml
 
 DATA = Path(__file__).parent / "data" / "packages.yaml"
 _SITE = re.compile(r"(?:site|dist)-packages/([A-Za-z_][\w]*)")
+_ELIDED = re.compile(r"^(?:\.{3}|…)[/\\]([A-Za-z_]\w*)[/\\]")
 _LIB = re.compile(r"lib(?P<name>[\w+-]+?)(?:\.so(?:\.(?P<major>\d+))?[\d.]*)?$")
 
 
@@ -35,6 +36,7 @@ def _tables() -> dict[str, Any]:
         "system_packages": frozenset(data.get("system_packages", [])),
         "system_patterns": tuple(re.compile(p) for p in data.get("system_package_patterns", [])),
         "headers": data.get("headers", {}),
+        "executables": data.get("executables", {}),
         "cache_folders": tuple(
             (re.compile(row["match"]), str(row["variable"]))
             for row in data.get("cache_folders", [])
@@ -93,6 +95,11 @@ def distribution_of_path(path: str) -> str | None:
     m = _SITE.search(path)
     if m is not None:
         return distribution_of_module(m.group(1).split(".")[0])
+    # a path the poster shortened (``.../flashinfer/comm/mnnvl.py``): its first folder, when
+    # that is an import name the table lists (any other folder may be the user's own)
+    elided = _ELIDED.match(path.strip())
+    if elided is not None and is_known_module(elided.group(1)):
+        return distribution_of_module(elided.group(1))
     # a bare extension file (``flash_attn_2_cuda.cpython-310-….so``): its module's owner
     bare = re.match(r"^([A-Za-z_]\w*)\.(?:cpython|abi3)[\w.-]*\.so$", path.strip().split("/")[-1])
     return distribution_of_module(bare.group(1)) if bare else None
@@ -209,6 +216,13 @@ def package_of_dependency(name: str) -> str | None:
     return distribution_of_module(key)
 
 
+def package_of_executable(name: str) -> str | None:
+    """The package that installs a program looked up on PATH (ninja → ninja, gcc →
+    build-essential); None for a toolkit's own compiler or a program no table knows."""
+    found: str | None = _tables()["executables"].get(name.strip().strip("'\"`"))
+    return found
+
+
 def flag_of_field(field: str) -> str | None:
     """The command-line spelling of a config field (``enforce_eager`` → ``--enforce-eager``),
     as engines derive their flags from their config's field names."""
@@ -224,6 +238,7 @@ FILTERS: dict[str, Callable[[str], str | None]] = {
     "lib_package": package_of_library,
     "cuda_lib": cuda_library,
     "header_package": package_of_header,
+    "exe_package": package_of_executable,
     "cache_variable": cache_variable,
     "writable": writable_folder,
     "hsa_version": hsa_override_of,

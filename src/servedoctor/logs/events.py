@@ -65,7 +65,9 @@ def _shape_of(text: str) -> _Shape:
         THREAD_HEAD.match(text.strip()) is not None,
         CHAIN.search(text) is not None,
         native.group("func").strip()[:240] if native else None,
-        (frame.group("file"), int(frame.group("line")), frame.group("func")) if frame else None,
+        (frame.group("file"), int(frame.group("line")), frame.group("func") or "<module>")
+        if frame
+        else None,
     )
 
 

@@ -9,9 +9,11 @@ from servedoctor.logs.model import Event, Frame
 
 TB_HEAD = re.compile(r"Traceback \(most recent call last\)")
 #: ``File "...", line N, in f``; better-exceptions and loguru mark the frame that raised
-#: with a leading ``>`` or ``→``.
+#: with a leading ``>`` or ``→``. A frame of a module being compiled (a ``SyntaxError``, an
+#: annotation evaluated at import) has no function: ``File "...", line N`` alone.
 FRAME = re.compile(
-    r'^\s*(?:[>→]\s*)?File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in | in )(?P<func>\S+)'
+    r'^\s*(?:[>→]\s*)?File "(?P<file>[^"]+)", line (?P<line>\d+)'
+    r"(?:(?:, in | in )(?P<func>\S+)|\s*$)"
 )
 #: A frame wrapped after its file (narrow terminals, docker's log viewer): ``File "x.py",``
 #: then ``line N, in f`` on the next line.
