@@ -45,3 +45,14 @@ def test_a_request_span_on_the_error_line_names_its_step() -> None:
         "was encountered\n"
     )
     assert diagnose_text(log).phase == "prefill"
+
+
+def test_uvicorn_start_up_lines_name_no_engine() -> None:
+    # every FastAPI server prints these; a server of its own that does must not be read as
+    # one of ours (transformers serve lists them among its phases too)
+    log = (
+        "INFO:     Started server process [5078]\n"
+        "INFO:     Waiting for application startup.\n"
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    assert diagnose_text(log).engine is None

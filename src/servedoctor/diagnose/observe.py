@@ -104,17 +104,20 @@ def observe(
         events=events, last_line=last_line or max((e.last_line for e in events), default=0)
     )
     votes: dict[str, int] = {}
-    # a line that is a phase marker of several engines ("Application startup complete")
-    # tells none of them apart
+    # a line that is a phase marker of several engines ("Application startup complete"), or
+    # one any OpenAI server prints (uvicorn's "Started server process"), tells none apart
     marking: dict[int, set[str]] = {}
+    generic: set[int] = set()
     for event in events:
-        if event.kind == "phase" and event.fields["engine"] != GENERIC_ENGINE:
+        if event.kind == "phase" and event.fields["engine"] == GENERIC_ENGINE:
+            generic.add(event.line)
+        elif event.kind == "phase":
             marking.setdefault(event.line, set()).add(event.fields["engine"])
     for event in events:
         obs.texts.extend(_texts_of(event))
         if event.kind == "phase":
             obs.phases.append(event)
-            if len(marking.get(event.line, ())) == 1:
+            if len(marking.get(event.line, ())) == 1 and event.line not in generic:
                 votes[event.fields["engine"]] = votes.get(event.fields["engine"], 0) + 1
         elif event.kind == "config":
             votes[event.fields["engine"]] = votes.get(event.fields["engine"], 0) + 3
