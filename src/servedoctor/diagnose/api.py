@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from servedoctor.diagnose.envread import env_read_hypotheses
 from servedoctor.diagnose.hypotheses import (
     fill_up,
     from_hits,
@@ -415,7 +416,14 @@ def diagnose_observations(
     )
     if raised_by and component in (None, "unknown"):
         component = "environment"  # another package's release does not fit the server
-    hypotheses += raised_by
+    read = env_read_hypotheses(
+        frames,
+        exc_type=_exc_type(root_event, root_text),
+        message=root_text.text if root_text else "",
+    )
+    if read:
+        component = "environment"  # the value came from the environment, not the server
+    hypotheses += read + raised_by
     build = culprit_build(error_class, culprit, obs.engine)
     if build is not None and all(
         c.name != build.changes[0].name for h in hypotheses for c in h.changes
