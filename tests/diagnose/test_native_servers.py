@@ -272,3 +272,13 @@ def test_an_older_servers_prompt_chunks_date_a_failure_to_prefill(marker: str) -
         "ggml/src/ggml-cuda/ggml-cuda.cu:122: CUDA error\n"
     )
     assert diagnose_text(log).phase == "prefill"
+
+
+def test_ollamas_gpu_discovery_line_names_it_without_its_key_value_format() -> None:
+    # the line as people paste it, its time= level= msg= prefix cut away
+    log = (
+        'inference compute  filter_id=GPU-4f7d  library=CUDA compute=6.1 name=CUDA0 description="Tesla P40"\n'
+        "ggml-cuda.cu:106: CUDA error\n"
+        "CUDA error: the provided PTX was compiled with an unsupported toolchain.\n"
+    )
+    assert diagnose_text(log).engine == "ollama"
