@@ -201,3 +201,35 @@ def test_the_first_release_that_accepts_a_refused_flag_or_choice() -> None:
     assert sglang is not None
     # a flag the latest release dropped is not fixed by moving on
     assert sglang.first_accepting("--cuda-graph-max-bs") is None
+
+
+def test_every_value_a_knob_gives_a_registry_variable_exists_in_the_releases_it_claims() -> None:
+    """VLLM_ATTENTION_BACKEND takes a member of the release's backend enum; the members were
+    renamed (TRITON_ATTN_VLLM_V1 until 0.10, TRITON_ATTN from 0.11): each spelling's value
+    exists in every release read that its range covers."""
+    from servedoctor.engines.adapter import adapter
+    from servedoctor.engines.inventory import env_values
+
+    values = env_values("vllm")
+    assert values is not None
+    releases = sorted({v for by in values.values() for vs in by.values() for v in vs})
+    own = adapter("vllm")
+    assert own is not None
+    checked = 0
+    for knob_id, spelled in own.knobs.items():
+        for s in spelled:
+            if s.env not in values:
+                continue
+            emitted = [s.value] if s.value else list((s.values or {}).values())
+            for release in releases:
+                if s.holds_for(release) and release in names_read_by(s.env, values):
+                    for value in emitted:
+                        assert release in values[s.env].get(value, []), (knob_id, value, release)
+                        checked += 1
+    assert checked
+    assert values["VLLM_ATTENTION_BACKEND"]["TRITON_ATTN_VLLM_V1"] == ["0.8.5", "0.10.0"]
+
+
+def names_read_by(variable: str, values: dict[str, dict[str, list[str]]]) -> set[str]:
+    """The releases whose registry for ``variable`` was read."""
+    return {v for vs in values[variable].values() for v in vs}

@@ -116,6 +116,10 @@ def test_fix_matching_by_name_by_value_and_by_knob() -> None:
     cache = {"kind": "env", "name": "TRITON_CACHE_DIR", "value": "/workspace/.cache/triton"}
     assert same_fix(Change("env", "TRITON_CACHE_DIR", "/tmp/triton"), cache, "vllm")
     assert not same_fix(Change("env", "TRITON_CACHE_DIR", "auto"), cache, "vllm")
+    # two releases' words for one backend: vLLM 0.10's enum member and 0.11's
+    v1 = {"kind": "env", "name": "VLLM_ATTENTION_BACKEND", "value": "TRITON_ATTN_VLLM_V1"}
+    assert same_fix(Change("env", "VLLM_ATTENTION_BACKEND", "TRITON_ATTN"), v1, "vllm")
+    assert not same_fix(Change("env", "VLLM_ATTENTION_BACKEND", "FLASHINFER"), v1, "vllm")
 
 
 def test_no_hypothesis_shows_an_unfilled_placeholder() -> None:

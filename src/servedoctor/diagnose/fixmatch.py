@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from servedoctor.engines.adapter import knobs_of
+from servedoctor.engines.adapter import knobs_of, meanings_of
 from servedoctor.engines.inventory import inventory
 from servedoctor.knowledge.facts import distribution_of_module
 from servedoctor.model import REMOVE, Change
@@ -75,6 +75,11 @@ def same_fix(change: Change, fix: Mapping[str, Any], engine: str | None) -> bool
             return True
         if _is_path(str(value)) and _is_path(change.value):
             return True  # a folder or file on the thread's machine; ours names one on the user's
-        return _value_word(change.value) == _value_word(value)
+        if _value_word(change.value) == _value_word(value):
+            return True
+        # two releases' words for one choice (TRITON_ATTN_VLLM_V1 in 0.10, TRITON_ATTN in 0.11)
+        return bool(
+            meanings_of(change.name, change.value, engine) & meanings_of(name, str(value), engine)
+        )
     shared = knobs_of(change.name, engine) & knobs_of(name, engine)
     return bool(shared)

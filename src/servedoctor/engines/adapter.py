@@ -238,6 +238,25 @@ def knobs_of(target: str, engine: str | None) -> frozenset[str]:
     return frozenset(found)
 
 
+def meanings_of(target: str, value: str, engine: str | None) -> frozenset[tuple[str, str]]:
+    """The (knob, engine-neutral choice) pairs that ``target`` set to ``value`` spells for
+    ``engine`` in any version: ``VLLM_ATTENTION_BACKEND=TRITON_ATTN_VLLM_V1`` (vLLM 0.10) and
+    ``=TRITON_ATTN`` (0.11) both mean the portable attention backend."""
+    found: set[tuple[str, str]] = set()
+    for name in (engine, COMMON):
+        table = adapter(name) if name else None
+        for knob_id, options in table.knobs.items() if table else []:
+            for spelling in options:
+                if spelling.target != target:
+                    continue
+                if spelling.value is not None and spelling.value == value:
+                    found.add((knob_id, ""))
+                for choice, word in (spelling.values or {}).items():
+                    if word == value:
+                        found.add((knob_id, choice))
+    return frozenset(found)
+
+
 def version_from_fields(engine: str | None, fields: list[str]) -> str | None:
     """The newest release whose parser has the most of these config fields: a server's
     config dump names its own flags, so it dates the release that printed it."""

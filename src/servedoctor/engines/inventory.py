@@ -230,3 +230,20 @@ def env_names(engine: str) -> dict[str, list[str]] | None:
         return None
     data = load_yaml(path)
     return {str(k): [str(v) for v in vs] for k, vs in data["names"].items()}
+
+
+ENV_VALUES_DIR = INVENTORY_DIR / "env_values"
+
+
+@functools.cache
+def env_values(engine: str) -> dict[str, dict[str, list[str]]] | None:
+    """The values the engine's registry-valued variables accept (variable → value → the
+    releases), from ``inventory/env_values/<engine>.yaml``; None where none was read."""
+    path = ENV_VALUES_DIR / f"{engine}.yaml"
+    if not path.is_file():
+        return None
+    data = load_yaml(path)
+    return {
+        str(var): {str(value): [str(v) for v in vs] for value, vs in by.items()}
+        for var, by in data["values"].items()
+    }
