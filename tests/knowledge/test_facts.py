@@ -179,8 +179,14 @@ def test_the_engine_placeholder_is_the_package_the_server_is_installed_as() -> N
             "model architecture: 'qwen35moe'\n")  # fmt: skip
     d = diagnose_text(line, engine="llamacpp")
     assert (d.error_class, d.phase) == ("model_unsupported", "load")
+    # a model the build does not know yet: a newer build, never the release before it
+    changes = [c for h in d.hypotheses for c in h.changes]
+    assert changes[0] == Change("package", "llama.cpp", "the latest release")
+    vocab = (
+        "llama_model_load: error loading model: error loading model vocabulary: invalid gguf type\n"
+    )
     assert Change("package", "llama.cpp", "another release") in [
-        c for h in d.hypotheses for c in h.changes
+        c for h in diagnose_text(vocab, engine="llamacpp").hypotheses for c in h.changes
     ]
 
 
