@@ -13,7 +13,8 @@ Output: ``src/servedoctor/engines/inventory/env_values/ENGINE.yaml``, read by
 
 Usage::
 
-    python scripts/inventory/env_values.py vllm 0.8.5 0.10.0 0.11.0 0.15.0 0.20.0 0.26.0 0.33.0
+    python scripts/inventory/env_values.py vllm \
+        0.8.5 0.10.0 0.10.2 0.11.0 0.15.0 0.20.0 0.26.0 0.33.0
 """
 
 from __future__ import annotations

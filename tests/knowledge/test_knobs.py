@@ -87,8 +87,12 @@ def test_the_current_releases_get_their_current_spellings() -> None:
     assert spell("attention_portable", None, engine="vllm", version="0.33.0") == Change(
         "flag", "--attention-backend", "TRITON_ATTN"
     )
-    assert spell("attention_portable", None, engine="vllm", version="0.10.1") == Change(
+    assert spell("attention_portable", None, engine="vllm", version="0.11.1") == Change(
         "env", "VLLM_ATTENTION_BACKEND", "TRITON_ATTN"
+    )
+    # whose backend enum named it TRITON_ATTN_VLLM_V1 until 0.11 (inventory/env_values)
+    assert spell("attention_portable", None, engine="vllm", version="0.10.1") == Change(
+        "env", "VLLM_ATTENTION_BACKEND", "TRITON_ATTN_VLLM_V1"
     )
     # an engine that cannot express a knob gets no proposal
     assert spell("cuda_graphs_off", None, engine="transformers", version=None) is None
