@@ -44,6 +44,9 @@ class Change:
 
 
 REMOVE = "<remove>"
+#: In an environment value: the folder of the program the server command runs (a venv's
+#: bin, where pip puts ninja and cmake), filled in when the command is known.
+SERVER_BIN = "<the server's bin folder>"
 
 
 def _number(value: object) -> float:

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from servedoctor.engines.command import parse_command
 from servedoctor.engines.flagtable import flag_table, known_tables
 from servedoctor.errors import UserError
-from servedoctor.model import REMOVE, Change
+from servedoctor.model import REMOVE, SERVER_BIN, Change
 
 
 def test_every_flag_table_loads_and_lists_bring_up_flags() -> None:
@@ -225,3 +227,25 @@ def test_repeated_flag_last_wins_and_apply_collapses_duplicates() -> None:
 def test_empty_command_is_a_user_error() -> None:
     with pytest.raises(UserError):
         parse_command([])
+
+
+def test_an_environment_value_is_expanded_as_the_server_will_see_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    python = venv_bin / "python"
+    python.write_text("#!/bin/sh\n")
+    python.chmod(0o755)
+    monkeypatch.setenv("PATH", "/usr/bin")
+    cmd = parse_command([str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", "m"])
+    changed = cmd.apply(Change("env", "PATH", f"{SERVER_BIN}:$PATH"))
+    assert changed.env["PATH"] == f"{venv_bin}:/usr/bin"
+    # a value naming another variable reads it (the command's own first, then the process')
+    lib = cmd.apply(Change("env", "LD_LIBRARY_PATH", "/opt/lib:${PATH}"))
+    assert lib.env["LD_LIBRARY_PATH"] == "/opt/lib:/usr/bin"
+    # a program that cannot be found leaves PATH as it is
+    missing = parse_command(["/nowhere/vllm", "serve", "m"]).apply(
+        Change("env", "PATH", f"{SERVER_BIN}:$PATH")
+    )
+    assert missing.env["PATH"] == "/usr/bin"

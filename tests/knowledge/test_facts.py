@@ -15,7 +15,7 @@ from servedoctor.knowledge.facts import (
     package_of_library,
     writable_folder,
 )
-from servedoctor.model import Change
+from servedoctor.model import SERVER_BIN, Change
 
 VLLM = "INFO 05-01 10:00:00 api_server.py:1 vLLM API server version 0.11.0\n"
 
@@ -209,6 +209,10 @@ def test_a_program_not_on_path_names_the_package_that_installs_it() -> None:
     assert package_of_executable("my-tool") is None
     changes = _changes("FileNotFoundError: [Errno 2] No such file or directory: 'ninja'\n")
     assert Change("package", "ninja", "install") in changes
+    # or installed in an environment that was not activated: its bin folder on PATH
+    assert Change("env", "PATH", f"{SERVER_BIN}:$PATH") in changes
+    gcc = _changes("FileNotFoundError: [Errno 2] No such file or directory: 'gcc'\n")
+    assert not any(c.name == "PATH" for c in gcc)  # the system's compiler: install it
 
 
 def test_a_shortened_path_names_a_known_package_and_no_unknown_folder() -> None:

@@ -9,7 +9,9 @@ one-change variants experiments need, and ``render`` gives the argv back.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -17,7 +19,10 @@ from typing import Any
 from servedoctor.engines.flagtable import FlagSpec, FlagTable, flag_table
 from servedoctor.engines.spec import engine_for_command
 from servedoctor.errors import UserError
-from servedoctor.model import REMOVE, Change
+from servedoctor.model import REMOVE, SERVER_BIN, Change
+
+#: ``$NAME`` or ``${NAME}`` in an environment value
+_VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 
 __all__ = ["ParsedFlag", "ServerCommand", "parse_command"]
 
@@ -185,6 +190,18 @@ class ServerCommand:
                 out[parsed.name] = got
         return out
 
+    def expanded(self, value: str) -> str:
+        """An environment value as the server will see it: ``$NAME`` is the value in effect
+        (``/opt/lib:$LD_LIBRARY_PATH``), ``SERVER_BIN`` the folder of the program the command
+        runs (not resolved through links: a venv's ``bin/python`` stays in the venv)."""
+        if SERVER_BIN in value:
+            found = shutil.which(self.program[0]) if self.program and not self.docker else None
+            folder = os.path.dirname(os.path.abspath(found)) if found else None
+            value = value.replace(SERVER_BIN + os.pathsep, "") if folder is None else value
+            value = value.replace(SERVER_BIN, folder or "")
+        merged = {**os.environ, **self.env}
+        return _VARIABLE.sub(lambda m: merged.get(m.group(1) or m.group(2), ""), value)
+
     # ----------------------------------------------------------------- changing
     def apply(self, change: Change) -> ServerCommand:
         """A copy with one flag set, replaced or removed, or one env var set or removed.
@@ -196,7 +213,7 @@ class ServerCommand:
             if change.value == REMOVE:
                 env.pop(change.name, None)
             else:
-                env[change.name] = change.value or ""
+                env[change.name] = self.expanded(change.value or "")
             return replace(self, env=env)
         if change.kind != "flag":
             raise ValueError(f"a command cannot apply a {change.kind} change ({change.name})")

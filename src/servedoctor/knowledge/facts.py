@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from servedoctor.datafile import load_yaml
+from servedoctor.model import SERVER_BIN
 
 DATA = Path(__file__).parent / "data" / "packages.yaml"
 _SITE = re.compile(r"(?:site|dist)-packages/([A-Za-z_][\w]*)")
@@ -223,6 +224,16 @@ def package_of_executable(name: str) -> str | None:
     return found
 
 
+def server_bin_path(name: str) -> str | None:
+    """PATH with the server's own bin folder first, for a program pip installs into the
+    environment (ninja, cmake): installed but not found when the environment was not
+    activated. None for a program the system or a toolkit provides."""
+    package = package_of_executable(name)
+    if package is None or is_system_package(package):
+        return None
+    return f"{SERVER_BIN}:$PATH"
+
+
 def flag_of_field(field: str) -> str | None:
     """The command-line spelling of a config field (``enforce_eager`` → ``--enforce-eager``),
     as engines derive their flags from their config's field names."""
@@ -239,6 +250,7 @@ FILTERS: dict[str, Callable[[str], str | None]] = {
     "cuda_lib": cuda_library,
     "header_package": package_of_header,
     "exe_package": package_of_executable,
+    "server_bin_path": server_bin_path,
     "cache_variable": cache_variable,
     "writable": writable_folder,
     "hsa_version": hsa_override_of,
