@@ -210,6 +210,14 @@ def test_a_message_wrapped_over_two_lines_is_read_whole() -> None:
     assert ("--gpu-memory-utilization", "0.87") in _changes(d)
 
 
+def test_a_wrapped_message_whose_next_line_starts_with_the_flag_it_names_is_read_whole() -> None:
+    log = (
+        "RuntimeError: Not enough memory. Please try to increase\n"
+        "   --mem-fraction-static. Current value: mem_fraction_static=0.93\n"
+    )
+    assert diagnose_text(log).error_class == "kv_cache_capacity"
+
+
 def test_a_dependency_named_in_words_installs_the_package_that_provides_it() -> None:
     cupy = diagnose_text(
         "ValueError: cupy is not installed but required since "

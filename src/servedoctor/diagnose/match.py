@@ -144,8 +144,9 @@ def _split(texts: list[Text]) -> tuple[list[Text], list[Text]]:
 
 #: A line that a person wrapped: long, and stopped mid-sentence (no closing punctuation).
 _WRAPPED_HEAD = re.compile(r"^.{40,}[\w,]$")
-#: Its continuation: starts in lower case and is no record of its own ("name: ...").
-_CONTINUATION = re.compile(r"^\s*[a-z(][^:]{0,30}(?:\s|$)(?![\w.]*:\s)")
+#: Its continuation: starts in lower case or with a flag the sentence names, and is no
+#: record of its own ("name: ...").
+_CONTINUATION = re.compile(r"^\s*(?:[a-z(]|--?[a-z])[^:]{0,30}(?:\s|$)(?![\w.]*:\s)")
 
 
 def _rejoined(lines: list[Text]) -> list[Text]:
