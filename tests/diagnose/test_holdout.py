@@ -63,6 +63,10 @@ TARGETS = {
     "holdout41": (19, 0.68, 0.57, 0.52),
     "holdout42": (19, 0.52, 0.52, 0.47),
     "holdout43": (11, 0.45, 0.36, 0.72),
+    "holdout44": (21, 0.76, 0.71, 0.71),
+    "holdout45": (15, 0.53, 0.60, 0.53),
+    "holdout46": (16, 0.75, 0.75, 0.87),
+    "holdout47": (8, 0.50, 0.50, 0.37),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -97,11 +101,22 @@ FIX_TARGETS = {
     "holdout39": 0.41,
     "holdout41": 0.41,
     "holdout42": 0.20,
+    "holdout44": 0.61,
+    "holdout45": 0.50,
+    "holdout46": 0.53,
+    "holdout47": 0.16,
 }
 
 
 #: sets where many threads' fixes are code, builds or hardware: how many carry a flag, env or package
-FIXES = {"holdout38": 11, "holdout39": 17, "holdout41": 12, "holdout42": 10}
+FIXES = {
+    "holdout38": 11,
+    "holdout39": 17,
+    "holdout41": 12,
+    "holdout42": 10,
+    "holdout44": 13,
+    "holdout45": 10,
+}
 
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
