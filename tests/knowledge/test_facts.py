@@ -237,6 +237,11 @@ def test_a_refused_flag_or_choice_proposes_the_release_that_accepts_it() -> None
         "(choose from 'hermes')\n"
     )
     assert Change("package", "vllm", "the latest release") in _changes(choice)
+    # an old release's spelling of a setting: this release's spelling, with the same value
+    renamed = "vllm: error: unrecognized arguments: --guided-decoding-backend xgrammar\n"
+    assert Change("flag", "--structured-outputs-config", '{"backend":"xgrammar"}') in _changes(
+        VLLM.replace("0.11.0", "0.33.0") + renamed
+    )
     # a flag the latest SGLang dropped: its spelling changes, not the release
     gone = "launch_server.py: error: unrecognized arguments: --cuda-graph-max-bs 32\n"
     assert not any(c.kind == "package" for c in _changes(gone))

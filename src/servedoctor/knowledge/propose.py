@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from servedoctor.engines import all_engines
-from servedoctor.engines.adapter import choose, spell
+from servedoctor.engines.adapter import choose, knobs_of, spell
 from servedoctor.engines.inventory import inventory
 from servedoctor.engines.spec import engine_distribution
 from servedoctor.knowledge.facts import is_system_package
@@ -120,8 +120,25 @@ def knob_id_of(spec: ChangeSpec, groups: Mapping[str, str]) -> str | None:
     return found.id if found else None
 
 
+def _respelled(spec: ChangeSpec, groups: Mapping[str, str], engine: str | None) -> str | None:
+    """The one knob a captured flag spells for this engine in some release (a refused old
+    spelling, ``--guided-decoding-backend`` → the grammar backend), or None."""
+    assert spec.knob is not None
+    name = groups.get(spec.knob.strip("{}"), "") if spec.knob.startswith("{") else ""
+    found = knobs_of(name, engine) if name.startswith("-") else frozenset()
+    return next(iter(found)) if len(found) == 1 else None
+
+
+def _same_flag(a: str, b: str) -> bool:
+    return a.lstrip("-").replace("_", "-").lower() == b.lstrip("-").replace("_", "-").lower()
+
+
 def _from_knob(spec: ChangeSpec, groups: Mapping[str, str], setting: Setting) -> Change | None:
     knob_id = knob_id_of(spec, groups)
+    refused = None
+    if knob_id is None:
+        knob_id = _respelled(spec, groups, setting.engine)
+        refused = groups.get((spec.knob or "").strip("{}"))
     if knob_id is None:
         return None
     kind = knob(knob_id)
@@ -146,7 +163,7 @@ def _from_knob(spec: ChangeSpec, groups: Mapping[str, str], setting: Setting) ->
     present = not setting.flags_known or (
         target is not None and setting.value_of(target) not in (None, "false", "False")
     )
-    return spell(
+    change = spell(
         knob_id,
         value or None,
         engine=setting.engine,
@@ -154,6 +171,9 @@ def _from_knob(spec: ChangeSpec, groups: Mapping[str, str], setting: Setting) ->
         present=present,
         in_effect=setting.in_effect,
     )
+    if change is not None and refused is not None and _same_flag(change.name, refused):
+        return None  # this release spells the knob as the flag it refused: no other spelling
+    return change
 
 
 def _direct(spec: ChangeSpec, groups: Mapping[str, str], setting: Setting) -> Change | None:
