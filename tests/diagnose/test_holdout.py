@@ -67,6 +67,7 @@ TARGETS = {
     "holdout45": (15, 0.53, 0.60, 0.53),
     "holdout46": (16, 0.75, 0.75, 0.87),
     "holdout47": (8, 0.50, 0.50, 0.37),
+    "holdout48": (19, 0.63, 0.42, 0.63),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -105,6 +106,7 @@ FIX_TARGETS = {
     "holdout45": 0.50,
     "holdout46": 0.53,
     "holdout47": 0.16,
+    "holdout48": 0.20,
 }
 
 
@@ -116,6 +118,7 @@ FIXES = {
     "holdout42": 10,
     "holdout44": 13,
     "holdout45": 10,
+    "holdout48": 15,
 }
 
 
