@@ -85,10 +85,12 @@ class StandinLauncher:
 
         self.launches += 1
         log = self.runs / f"run{self.launches}.log"
+        inherited = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(SRC)}
         proc = subprocess.run(
             list(argv),
-            env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(SRC), **env,
-                 "STANDIN_CASE": str(self.case)},
+            env={**inherited, **env, "STANDIN_CASE": str(self.case),
+                 # what the stand-in had before any trial: only a change to it is a change
+                 "STANDIN_INHERITED": json.dumps(inherited)},
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         log.write_text(proc.stdout + proc.stderr, encoding="utf-8")

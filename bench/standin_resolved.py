@@ -13,6 +13,7 @@ STANDIN_CASE.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from importlib import metadata
@@ -40,7 +41,13 @@ def settings(argv: list[str]) -> list[Change]:
             nxt = argv[i + 1] if i + 1 < len(argv) else None
             value = inline or (nxt if nxt is not None and not nxt.startswith("--") else None)
             out.append(Change("flag", name, value))
-    out += [Change("env", k, v) for k, v in os.environ.items() if k.isupper()]
+    # the variables a trial set: not the stand-in's own, not those it inherited unchanged
+    inherited = json.loads(os.environ.get("STANDIN_INHERITED", "{}"))
+    out += [
+        Change("env", k, v)
+        for k, v in os.environ.items()
+        if k.isupper() and not k.startswith("STANDIN_") and inherited.get(k) != v
+    ]
     return out
 
 
