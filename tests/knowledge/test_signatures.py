@@ -10,6 +10,7 @@ from packaging.version import Version
 from servedoctor.diagnose.api import diagnose_text
 from servedoctor.engines.inventory import inventory
 from servedoctor.knowledge.signatures import DATA, engine_of_text, engines_in, release_bound
+from servedoctor.model import Change
 
 # vLLM 0.4-0.6's check, worded differently from today's: only an older release prints it
 OLD_VLLM = (
@@ -46,6 +47,18 @@ def test_a_message_later_releases_dropped_bounds_the_release() -> None:
     # the diagnosis spells its changes for that release and says so
     d = diagnose_text(OLD_VLLM + "\n")
     assert d.extras.get("release_bound") == bound
+
+
+def test_a_variable_only_the_older_part_of_the_bounded_releases_reads_is_still_offered() -> None:
+    # printed by vLLM 0.9-0.16: V0 (VLLM_USE_V1=0) went in 0.11, yet the user may run 0.10;
+    # a server ignores a variable it does not read, so it is offered (a flag would not be)
+    line = "AssertionError: V1 CPU offloading requires uva (pin memory) support\n"
+    d = diagnose_text(line)
+    floor, bound = d.extras.get("release_floor"), d.extras.get("release_bound")
+    assert floor is not None and bound is not None
+    assert Version(floor) < Version("0.11") <= Version(bound)
+    changes = [c for h in d.hypotheses for c in h.changes]
+    assert Change("env", "VLLM_USE_V1", "0") in changes
 
 
 def test_a_message_wrapped_when_pasted_still_names_its_engine() -> None:

@@ -36,7 +36,7 @@ from servedoctor.diagnose.precedent import (
 )
 from servedoctor.errors import UserError
 from servedoctor.knowledge.registry import Registry, default_registry
-from servedoctor.knowledge.signatures import engine_of_text, release_bound
+from servedoctor.knowledge.signatures import engine_of_text, release_range
 from servedoctor.logs.events import Event, extract
 from servedoctor.logs.model import Frame
 from servedoctor.logs.scan import Scanner, ScanStats
@@ -324,7 +324,9 @@ def diagnose_observations(
         hits = match_rules(rules, obs, arch=arch, phase=None)
     if obs.engine is not None and obs.engine_version is None:
         # no version line: the engine's own messages bound the release that printed them
-        obs = replace(obs, release_bound=release_bound(_own_lines(obs), obs.engine))
+        bounds = release_range(_own_lines(obs), obs.engine)
+        if bounds is not None:
+            obs = replace(obs, release_floor=bounds[0], release_bound=bounds[1])
     classifiers = [h for h in hits if h.rule.labels.error_class]
     root_hit = max(classifiers, key=lambda h: (h.rule.priority, -h.line)) if classifiers else None
     root_event = root_hit.text.event if root_hit and root_hit.text else _root_failure(obs)
@@ -461,6 +463,8 @@ def diagnose_observations(
     extras["engine_version"] = obs.engine_version
     if obs.release_bound:
         extras["release_bound"] = obs.release_bound
+    if obs.release_floor:
+        extras["release_floor"] = obs.release_floor
     return Diagnosis(
         file=name,
         error_class=error_class,

@@ -25,6 +25,7 @@ def setting_of(obs: Observations) -> Setting:
     return Setting(
         engine=obs.engine,
         version=obs.engine_version or obs.release_bound,
+        floor=None if obs.engine_version else obs.release_floor,
         value_of=obs.flag,
         shown=lambda name: normalise_flag(name) in obs.config_fields,
         flags_known=any(src in ("command", "config") for src in obs.flag_sources.values()),

@@ -52,6 +52,8 @@ class Observations:
     # the newest release that prints the engine messages this log printed, where the log
     # states no version (``servedoctor.knowledge.signatures``): changes are spelled for it
     release_bound: str | None = None
+    #: the oldest release that prints the engine's own messages this log printed
+    release_floor: str | None = None
     last_line: int = 0
 
     @property

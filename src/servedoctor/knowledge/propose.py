@@ -35,6 +35,10 @@ class Setting:
     #: are the server's flags known (its command, its config dump)? When they are not (a log
     #: excerpt), a switch the failure shows on can only be proposed as "take it away".
     flags_known: bool = True
+    #: the oldest release the log's own messages allow when its release is only bounded
+    #: (``version`` is then the newest): a variable only that older part reads is still
+    #: offered, as a server ignores a variable it does not read but refuses a flag it lacks
+    floor: str | None = None
 
     def in_effect(self, name: str) -> bool:
         if self.shown is not None:
@@ -171,6 +175,16 @@ def _from_knob(spec: ChangeSpec, groups: Mapping[str, str], setting: Setting) ->
         present=present,
         in_effect=setting.in_effect,
     )
+    if change is None and setting.floor is not None:
+        older = spell(
+            knob_id,
+            value or None,
+            engine=setting.engine,
+            version=setting.floor,
+            present=present,
+            in_effect=setting.in_effect,
+        )
+        change = older if older is not None and older.kind == "env" else None
     if change is not None and refused is not None and _same_flag(change.name, refused):
         return None  # this release spells the knob as the flag it refused: no other spelling
     return change

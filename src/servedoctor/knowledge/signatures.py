@@ -109,10 +109,11 @@ def engine_of_text(lines: Iterable[str]) -> str | None:
     return ranked[0][0]
 
 
-def release_bound(lines: Iterable[str], engine: str) -> str | None:
-    """The newest of ``engine``'s mined releases that prints every one of its messages these
-    lines print, when that is older than its newest release (a message later releases
-    dropped or reworded); None when the lines say nothing of the release, or disagree."""
+def release_range(lines: Iterable[str], engine: str) -> tuple[str, str] | None:
+    """The oldest and newest of ``engine``'s mined releases that print every one of its
+    messages these lines print, when the newest is older than its newest release (a message
+    later releases dropped or reworded); None when the lines say nothing of the release, or
+    disagree."""
     releases = _data().get(engine, {}).get("releases", [])
     mine = [s for s in signatures_in(lines) if s.engine == engine]
     if not mine or not releases:
@@ -120,4 +121,10 @@ def release_bound(lines: Iterable[str], engine: str) -> str | None:
     first, last = max(s.first for s in mine), min(s.last for s in mine)
     if first > last or last >= len(releases) - 1:
         return None
-    return str(releases[last])
+    return str(releases[first]), str(releases[last])
+
+
+def release_bound(lines: Iterable[str], engine: str) -> str | None:
+    """The newest release that prints these lines (``release_range``'s upper end)."""
+    found = release_range(lines, engine)
+    return found[1] if found else None
