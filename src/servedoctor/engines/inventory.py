@@ -7,6 +7,7 @@ the released wheels; this module only loads and queries them.
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -17,6 +18,10 @@ from servedoctor.datafile import load_yaml
 INVENTORY_DIR = Path(__file__).parent / "inventory"
 
 
+#: the release number in a version as people write it ("0.5.3.post1", "v0.10.1", "vllm 0.9.2")
+_RELEASE = re.compile(r"(?<![\w.])[vV]?(\d+(?:\.\d+)+(?:[.+-]?[A-Za-z]+\d*)*(?:\+\S+)?)")
+
+
 def _parse(version: str) -> Version | None:
     """The release a version names; None for none (unparseable, or an untagged build)."""
     text = version.strip()
@@ -25,7 +30,13 @@ def _parse(version: str) -> Version | None:
     try:
         parsed = Version(text)
     except InvalidVersion:
-        return None
+        m = _RELEASE.search(version)  # a version written with its package's name before it
+        try:
+            parsed = Version(m.group(1)) if m else None
+        except InvalidVersion:
+            parsed = None
+        if parsed is None:
+            return None
     # setuptools-scm's version for a checkout with no tag (a fork built from source): it
     # says nothing of the release the code follows
     if parsed.is_devrelease and parsed.release in ((0, 1), (0, 0), (0, 0, 0), (0, 1, 0)):
