@@ -68,6 +68,7 @@ TARGETS = {
     "holdout46": (16, 0.75, 0.75, 0.87),
     "holdout47": (8, 0.50, 0.50, 0.37),
     "holdout48": (19, 0.63, 0.42, 0.63),
+    "holdout49": (15, 0.73, 0.46, 0.57),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -107,6 +108,7 @@ FIX_TARGETS = {
     "holdout46": 0.53,
     "holdout47": 0.16,
     "holdout48": 0.20,
+    "holdout49": 0.20,
 }
 
 
