@@ -22,21 +22,23 @@ INVENTORY_DIR = Path(__file__).parent / "inventory"
 _RELEASE = re.compile(r"(?<![\w.])[vV]?(\d+(?:\.\d+)+(?:[.+-]?[A-Za-z]+\d*)*(?:\+\S+)?)")
 
 
+def _version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
 def _parse(version: str) -> Version | None:
     """The release a version names; None for none (unparseable, or an untagged build)."""
     text = version.strip()
     if text[:1] in ("v", "V"):
         text = text[1:]
-    try:
-        parsed = Version(text)
-    except InvalidVersion:
-        m = _RELEASE.search(version)  # a version written with its package's name before it
-        try:
-            parsed = Version(m.group(1)) if m else None
-        except InvalidVersion:
-            parsed = None
-        if parsed is None:
-            return None
+    parsed = _version(text)
+    if parsed is None and (m := _RELEASE.search(version)) is not None:
+        parsed = _version(m.group(1))  # a version written with its package's name before it
+    if parsed is None:
+        return None
     # setuptools-scm's version for a checkout with no tag (a fork built from source): it
     # says nothing of the release the code follows
     if parsed.is_devrelease and parsed.release in ((0, 1), (0, 0), (0, 0, 0), (0, 1, 0)):
@@ -214,6 +216,11 @@ def _normalize(spelling: str) -> str:
     if text.startswith("-"):
         return text
     return "--" + text.replace("_", "-").lower()
+
+
+def same_spelling(a: str, b: str) -> bool:
+    """Do two spellings name one option (``--max_model_len`` and ``--max-model-len``)?"""
+    return _normalize(a) == _normalize(b)
 
 
 @functools.cache

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from servedoctor.engines import all_engines
 from servedoctor.engines.adapter import choose, knobs_of, spell
-from servedoctor.engines.inventory import inventory
+from servedoctor.engines.inventory import inventory, same_spelling
 from servedoctor.engines.spec import engine_distribution
 from servedoctor.knowledge.facts import is_system_package
 from servedoctor.knowledge.knobs import fill, free_port, knob, vocabulary
@@ -133,10 +133,6 @@ def _respelled(spec: ChangeSpec, groups: Mapping[str, str], engine: str | None) 
     return next(iter(found)) if len(found) == 1 else None
 
 
-def _same_flag(a: str, b: str) -> bool:
-    return a.lstrip("-").replace("_", "-").lower() == b.lstrip("-").replace("_", "-").lower()
-
-
 def _from_knob(spec: ChangeSpec, groups: Mapping[str, str], setting: Setting) -> Change | None:
     knob_id = knob_id_of(spec, groups)
     refused = None
@@ -167,25 +163,22 @@ def _from_knob(spec: ChangeSpec, groups: Mapping[str, str], setting: Setting) ->
     present = not setting.flags_known or (
         target is not None and setting.value_of(target) not in (None, "false", "False")
     )
-    change = spell(
-        knob_id,
-        value or None,
-        engine=setting.engine,
-        version=setting.version,
-        present=present,
-        in_effect=setting.in_effect,
-    )
-    if change is None and setting.floor is not None:
-        older = spell(
+
+    def spelled(version: str | None) -> Change | None:
+        return spell(
             knob_id,
             value or None,
             engine=setting.engine,
-            version=setting.floor,
+            version=version,
             present=present,
             in_effect=setting.in_effect,
         )
+
+    change = spelled(setting.version)
+    if change is None and setting.floor is not None:
+        older = spelled(setting.floor)
         change = older if older is not None and older.kind == "env" else None
-    if change is not None and refused is not None and _same_flag(change.name, refused):
+    if change is not None and refused is not None and same_spelling(change.name, refused):
         return None  # this release spells the knob as the flag it refused: no other spelling
     return change
 
