@@ -241,6 +241,11 @@ def test_an_environment_value_is_expanded_as_the_server_will_see_it(
     cmd = parse_command([str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", "m"])
     changed = cmd.apply(Change("env", "PATH", f"{SERVER_BIN}:$PATH"))
     assert changed.env["PATH"] == f"{venv_bin}:/usr/bin"
+    # a wrapper script run by that interpreter: the interpreter's folder, not `vllm` on PATH
+    wrapped = parse_command([str(python), "/opt/run.py", "vllm", "serve", "m"])
+    assert wrapped.apply(Change("env", "PATH", f"{SERVER_BIN}:$PATH")).env["PATH"] == (
+        f"{venv_bin}:/usr/bin"
+    )
     # a value naming another variable reads it (the command's own first, then the process')
     lib = cmd.apply(Change("env", "LD_LIBRARY_PATH", "/opt/lib:${PATH}"))
     assert lib.env["LD_LIBRARY_PATH"] == "/opt/lib:/usr/bin"

@@ -192,10 +192,13 @@ class ServerCommand:
 
     def expanded(self, value: str) -> str:
         """An environment value as the server will see it: ``$NAME`` is the value in effect
-        (``/opt/lib:$LD_LIBRARY_PATH``), ``SERVER_BIN`` the folder of the program the command
-        runs (not resolved through links: a venv's ``bin/python`` stays in the venv)."""
+        (``/opt/lib:$LD_LIBRARY_PATH``), ``SERVER_BIN`` the folder of the executable the command
+        starts (not resolved through links: a venv's ``bin/python`` stays in the venv)."""
         if SERVER_BIN in value:
-            found = shutil.which(self.program[0]) if self.program and not self.docker else None
+            # the executable the process starts (the interpreter before `-m` or a script)
+            started = self.launcher or self.program
+            first = started[0] if started else ""
+            found = shutil.which(first) if first and not self.docker else None
             folder = os.path.dirname(os.path.abspath(found)) if found else None
             value = value.replace(SERVER_BIN + os.pathsep, "") if folder is None else value
             value = value.replace(SERVER_BIN, folder or "")
