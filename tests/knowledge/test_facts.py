@@ -43,6 +43,13 @@ def test_path_and_library_owners() -> None:
     assert not is_system_package("torch") and not is_system_package("nvidia-cudnn-cu12")
     assert cuda_library("libnvrtc.so.13") == "libnvrtc.so.13"
     assert cuda_library("libnuma.so.1") is None
+    # installed with a toolkit the loader does not search: its library folder on the path
+    changes = _changes("OSError: libnvrtc.so.12: cannot open shared object file\n")
+    assert Change("env", "LD_LIBRARY_PATH", "/usr/local/cuda/lib64:$LD_LIBRARY_PATH") in changes
+    assert not any(
+        c.name == "LD_LIBRARY_PATH"
+        for c in _changes("ImportError: libnuma.so.1: cannot open shared object file\n")
+    )
 
 
 def test_headers_and_cache_folders_name_what_provides_them() -> None:

@@ -141,6 +141,16 @@ def cuda_library(library: str) -> str | None:
     return library if package is not None and package.startswith("nvidia-") else None
 
 
+#: Where a CUDA toolkit puts its libraries (the path its installers and images use).
+CUDA_TOOLKIT_LIBS = "/usr/local/cuda/lib64"
+
+
+def cuda_library_path(library: str) -> str | None:
+    """The loader path with the CUDA toolkit's libraries first, for one of CUDA's own
+    libraries (installed with the toolkit, not found by the loader); None for any other."""
+    return f"{CUDA_TOOLKIT_LIBS}:$LD_LIBRARY_PATH" if cuda_library(library) else None
+
+
 def package_of_header(header: str) -> str | None:
     """The package whose headers a build is missing (numa.h → libnuma-dev); None for the
     CUDA toolkit's own headers."""
@@ -248,6 +258,7 @@ FILTERS: dict[str, Callable[[str], str | None]] = {
     "path_dist": distribution_of_path,
     "lib_package": package_of_library,
     "cuda_lib": cuda_library,
+    "cuda_lib_path": cuda_library_path,
     "header_package": package_of_header,
     "exe_package": package_of_executable,
     "server_bin_path": server_bin_path,
