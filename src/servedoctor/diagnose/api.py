@@ -409,20 +409,18 @@ def diagnose_observations(
     if first is not None:
         hypotheses.insert(0, first)
     frames = frames_near(obs, root_event)
+    exc_type = _exc_type(root_event, root_text)
+    message = root_text.text if root_text else ""
     raised_by = owner_hypotheses(
         frames,
-        exc_type=_exc_type(root_event, root_text),
-        message=root_text.text if root_text else "",
+        exc_type=exc_type,
+        message=message,
         engine=obs.engine,
         engine_version=obs.engine_version,
     )
     if raised_by and component in (None, "unknown"):
         component = "environment"  # another package's release does not fit the server
-    read = env_read_hypotheses(
-        frames,
-        exc_type=_exc_type(root_event, root_text),
-        message=root_text.text if root_text else "",
-    )
+    read = env_read_hypotheses(frames, exc_type=exc_type, message=message)
     if read:
         component = "environment"  # the value came from the environment, not the server
     hypotheses += read + raised_by

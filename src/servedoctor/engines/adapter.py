@@ -10,7 +10,7 @@ drops the proposal rather than print a flag the server will reject.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 
@@ -222,20 +222,25 @@ def engines_knowing(spelling: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def knobs_of(target: str, engine: str | None) -> frozenset[str]:
-    """The knobs whose spelling, for ``engine`` in any version, is this flag or variable."""
-    wanted = target.strip().replace("_", "-").lower() if target.startswith("-") else target
-    found = set()
+def _spelled_as(target: str, engine: str | None) -> Iterator[tuple[str, Spelling]]:
+    """Each knob spelling, for ``engine`` in any version or the common table, whose flag or
+    variable is ``target`` (a flag's ``_`` and ``-`` alike)."""
+
+    def key(name: str) -> str:
+        return name.strip().replace("_", "-").lower() if name.startswith("-") else name
+
+    wanted = key(target)
     for name in (engine, COMMON):
         table = adapter(name) if name else None
         for knob_id, options in table.knobs.items() if table else []:
             for spelling in options:
-                spelled = spelling.target
-                if spelled.startswith("-"):
-                    spelled = spelled.replace("_", "-").lower()
-                if spelled == wanted:
-                    found.add(knob_id)
-    return frozenset(found)
+                if key(spelling.target) == wanted:
+                    yield knob_id, spelling
+
+
+def knobs_of(target: str, engine: str | None) -> frozenset[str]:
+    """The knobs whose spelling, for ``engine`` in any version, is this flag or variable."""
+    return frozenset(knob_id for knob_id, _ in _spelled_as(target, engine))
 
 
 def meanings_of(target: str, value: str, engine: str | None) -> frozenset[tuple[str, str]]:
@@ -243,17 +248,10 @@ def meanings_of(target: str, value: str, engine: str | None) -> frozenset[tuple[
     ``engine`` in any version: ``VLLM_ATTENTION_BACKEND=TRITON_ATTN_VLLM_V1`` (vLLM 0.10) and
     ``=TRITON_ATTN`` (0.11) both mean the portable attention backend."""
     found: set[tuple[str, str]] = set()
-    for name in (engine, COMMON):
-        table = adapter(name) if name else None
-        for knob_id, options in table.knobs.items() if table else []:
-            for spelling in options:
-                if spelling.target != target:
-                    continue
-                if spelling.value is not None and spelling.value == value:
-                    found.add((knob_id, ""))
-                for choice, word in (spelling.values or {}).items():
-                    if word == value:
-                        found.add((knob_id, choice))
+    for knob_id, spelling in _spelled_as(target, engine):
+        if spelling.value is not None and spelling.value == value:
+            found.add((knob_id, ""))
+        found.update((knob_id, c) for c, word in (spelling.values or {}).items() if word == value)
     return frozenset(found)
 
 

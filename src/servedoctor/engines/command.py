@@ -199,9 +199,10 @@ class ServerCommand:
             started = self.launcher or self.program
             first = started[0] if started else ""
             found = shutil.which(first) if first and not self.docker else None
-            folder = os.path.dirname(os.path.abspath(found)) if found else None
-            value = value.replace(SERVER_BIN + os.pathsep, "") if folder is None else value
-            value = value.replace(SERVER_BIN, folder or "")
+            if found:
+                value = value.replace(SERVER_BIN, os.path.dirname(os.path.abspath(found)))
+            else:  # no folder to name: the rest of the value as it is
+                value = value.replace(SERVER_BIN + os.pathsep, "").replace(SERVER_BIN, "")
         merged = {**os.environ, **self.env}
         return _VARIABLE.sub(lambda m: merged.get(m.group(1) or m.group(2), ""), value)
 
