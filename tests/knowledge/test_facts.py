@@ -62,6 +62,9 @@ def test_headers_and_cache_folders_name_what_provides_them() -> None:
     assert cache_variable("/home/u/.cache/other") == "XDG_CACHE_HOME"
     assert cache_variable("/dev/nvidia0") is None
     assert writable_folder("/root/.triton") == "/tmp/triton"
+    # a file deep in a known cache moves the whole cache: its own folder, not the file's
+    deep = "/home/u/.cache/vllm/torch_compile_cache/torch_aot_compile/6dcc7a"
+    assert (cache_variable(deep), writable_folder(deep)) == ("VLLM_CACHE_ROOT", "/tmp/vllm")
 
 
 def _changes(text: str) -> list[Change]:

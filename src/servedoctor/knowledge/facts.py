@@ -173,8 +173,19 @@ def cache_variable(path: str) -> str | None:
 
 def writable_folder(path: str) -> str | None:
     """A folder under /tmp for a cache that cannot be written where it is (/root/.triton →
-    /tmp/triton): the user's /tmp is writable wherever a server runs."""
-    leaf = path.rstrip("/").split("/")[-1].lstrip(".")
+    /tmp/triton): the user's /tmp is writable wherever a server runs. A file deep inside a
+    known cache names the cache's own folder (~/.cache/vllm/torch_compile_cache/… →
+    /tmp/vllm), as its variable moves the whole cache."""
+    root = path.rstrip("/")
+    if not root.startswith("/tmp/"):
+        folders: tuple[tuple[re.Pattern[str], str], ...] = _tables()["cache_folders"]
+        for pattern, _ in folders:
+            m = pattern.search(root)
+            if m is not None:
+                end = root.find("/", m.end())
+                root = root if end < 0 else root[:end]
+                break
+    leaf = root.split("/")[-1].lstrip(".")
     return f"/tmp/{leaf}" if re.fullmatch(r"[\w.-]+", leaf or "") else None
 
 
