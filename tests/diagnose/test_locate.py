@@ -240,3 +240,27 @@ def test_waking_a_sleeping_engine_allocates_its_memory_again() -> None:
         "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62\n"
     )
     assert diagnose_text(log).phase == "memory_setup"
+
+
+def test_running_compiled_code_is_not_compiling_it() -> None:
+    # a compiled graph that runs during vLLM's memory profile fails in memory set-up: the
+    # inductor frames that only call the compiled code do not date it to graph capture
+    frames = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '  File "/x/vllm/v1/worker/gpu_worker.py", line 1, in determine_available_memory',
+            "    self.model_runner.profile_run()",
+            '  File "/x/torch/_inductor/standalone_compile.py", line 122, in __call__',
+            "    return self._compiled_fn(*args)",
+            '  File "/x/torch/_inductor/output_code.py", line 656, in __call__',
+            "    return self.current_callable(inputs)",
+            '  File "/x/torch/_inductor/utils.py", line 3401, in run',
+            "    out = model(new_inputs)",
+            '  File "/root/.cache/vllm/inductor_cache/d7/cd7kqi.py", line 554, in call',
+            "    torch.ops._C.rms_norm.default(buf8, buf3)",
+            "RuntimeError: CUDA error: an illegal memory access was encountered",
+        ]
+    )
+    assert diagnose_text(frames + "\n").phase == "memory_setup"
+    compiling = frames.replace("output_code.py", "compile_fx.py").replace("__call__", "fx_codegen")
+    assert diagnose_text(compiling + "\n").phase == "graph_capture"
