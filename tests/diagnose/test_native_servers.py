@@ -282,3 +282,32 @@ def test_ollamas_gpu_discovery_line_names_it_without_its_key_value_format() -> N
         "CUDA error: the provided PTX was compiled with an unsupported toolchain.\n"
     )
     assert diagnose_text(log).engine == "ollama"
+
+
+def test_a_forks_own_sources_name_the_package_to_change() -> None:
+    # ik_llama.cpp's iqk kernels abort; the release to try is the fork's, not llama.cpp's
+    fork = diagnose_text(
+        "llm_load_tensors: offloaded 62/62 layers to GPU\n"
+        "/src/ik_llama.cpp/ggml/src/iqk/iqk_mul_mat.cpp:551: GGML_ASSERT(Nx%num_rows == 0) failed\n"
+    )
+    plain = diagnose_text(
+        "llm_load_tensors: offloaded 62/62 layers to GPU\n"
+        "/src/llama.cpp/ggml/src/ggml-cuda/mmq.cu:551: GGML_ASSERT(nrows > 0) failed\n"
+    )
+    packages = {
+        name: {c.name for h in d.hypotheses for c in h.changes if c.kind == "package"}
+        for name, d in (("fork", fork), ("plain", plain))
+    }
+    assert "ik_llama.cpp" in packages["fork"] and "llama.cpp" not in packages["fork"]
+    assert "llama.cpp" in packages["plain"] and "ik_llama.cpp" not in packages["plain"]
+
+
+def test_localai_is_recognised_by_its_backend_lines_and_owns_its_backends_abi() -> None:
+    d = diagnose_text(
+        "+ exec /backends/cuda12-vllm-cpp/lib/ld.so /backends/cuda12-vllm-cpp/vllm-cpp\n"
+        "panic: vllm-cpp: ABI mismatch: library reports v10, backend built against v5\n"
+        "goroutine 1 [running]:\n"
+    )
+    assert (d.engine, d.error_class) == ("localai", "abi_mismatch")
+    first = d.hypotheses[0].changes[0]
+    assert (first.kind, first.name) == ("package", "localai")

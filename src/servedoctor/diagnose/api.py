@@ -431,7 +431,11 @@ def diagnose_observations(
         hypotheses.append(build)
     fallbacks = from_hits(fallback_hits, obs, root=None)
     releases = engine_release(
-        frames, error_class=error_class, engine=obs.engine, engine_version=obs.engine_version
+        frames,
+        error_class=error_class,
+        engine=obs.engine,
+        engine_version=obs.engine_version,
+        distribution=obs.distribution,
     )
     library = culprit_release(error_class, culprit, obs.engine)
     if library is not None:

@@ -29,6 +29,7 @@ def setting_of(obs: Observations) -> Setting:
         value_of=obs.flag,
         shown=lambda name: normalise_flag(name) in obs.config_fields,
         flags_known=any(src in ("command", "config") for src in obs.flag_sources.values()),
+        package=obs.distribution,
     )
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from servedoctor.engines import all_engines
+from servedoctor.engines import all_engines, build_of
 from servedoctor.engines.adapter import engines_knowing, version_from_fields
 from servedoctor.engines.effective import parse_effective_config
 from servedoctor.logs.model import Event
@@ -48,6 +48,8 @@ class Observations:
     overrides: list[Event] = field(default_factory=list)
     phases: list[Event] = field(default_factory=list)
     engine: str | None = None
+    #: the package the server is installed as (a fork's own name where the log shows one)
+    distribution: str | None = None
     engine_version: str | None = None
     # the newest release that prints the engine messages this log printed, where the log
     # states no version (``servedoctor.knowledge.signatures``): changes are spelled for it
@@ -149,6 +151,7 @@ def observe(
         votes = _drop_embedded(votes)
         obs.engine = max(votes, key=lambda k: votes[k]) if votes else None
     obs.phases = _phases_of(obs.phases, obs.engine)
+    obs.distribution = _distribution(obs)
     obs.engine_version = (
         engine_version
         or _version_in_log(obs)
@@ -168,8 +171,13 @@ def named(obs: Observations, engine: str) -> Observations:
     messages name it): that engine's phase markers and version line are read."""
     markers = [e for e in obs.events if e.kind == "phase"]
     copy = replace(obs, engine=engine, phases=_phases_of(markers, engine))
+    copy.distribution = _distribution(copy)
     copy.engine_version = obs.engine_version or _version_in_log(copy)
     return copy
+
+
+def _distribution(obs: Observations) -> str | None:
+    return build_of(obs.engine, (t.text for t in obs.texts[:5000]))
 
 
 def _version_in_log(obs: Observations) -> str | None:

@@ -151,11 +151,12 @@ def engine_release(
     error_class: str,
     engine: str | None,
     engine_version: str | None,
+    distribution: str | None = None,
 ) -> list[Hypothesis]:
     """The engine's own release, when the failure happened inside the engine's code: the
     release before the installed one (a regression) and, with the version known, the one
     after it (a bug fixed since)."""
-    dist = engine_distribution(engine)
+    dist = distribution or engine_distribution(engine)
     if dist is None or error_class not in RELEASE_CLASSES:
         return []
     found = raiser(frames)

@@ -7,6 +7,7 @@ Phase patterns are shared by the diagnosis engine (phase of a failure) and the s
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import cached_property, lru_cache
 from pathlib import Path
 
@@ -31,6 +32,18 @@ class PhaseMarker(_Strict):
     frequent: bool = Field(
         default=False, description="printed per batch: the scanner keeps only the last one"
     )
+
+    @cached_property
+    def regex(self) -> re.Pattern[str]:
+        return re.compile(self.pattern)
+
+
+class Build(_Strict):
+    """A build of the engine shipped under another name (a fork): where a log line matches
+    ``pattern``, the package the user upgrades or reinstalls is ``distribution``."""
+
+    distribution: str
+    pattern: str
 
     @cached_property
     def regex(self) -> re.Pattern[str]:
@@ -69,6 +82,10 @@ class EngineSpec(_Strict):
     native: bool = Field(
         default=False,
         description="one compiled binary: Python package changes do not apply to it",
+    )
+    builds: list[Build] = Field(
+        default_factory=list,
+        description="forks shipped under another name, told apart by their log lines",
     )
     embeds: list[str] = Field(
         default_factory=list,
@@ -155,6 +172,20 @@ def engine_distribution(engine: str | None) -> str | None:
     """The package an engine ships as (``vllm``, ``text-generation-inference``), if any."""
     spec = all_engines().get(engine or "")
     return spec.distribution if spec is not None else None
+
+
+def build_of(engine: str | None, lines: Iterable[str]) -> str | None:
+    """The package a log's server is installed as: a fork's name where its lines show one
+    (ik_llama.cpp's sources in a llama.cpp log), else the engine's own distribution."""
+    spec = all_engines().get(engine or "")
+    if spec is None:
+        return None
+    if spec.builds:
+        for line in lines:
+            for build in spec.builds:
+                if build.regex.search(line):
+                    return build.distribution
+    return spec.distribution
 
 
 def get_engine(name: str) -> EngineSpec:

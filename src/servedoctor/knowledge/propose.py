@@ -39,6 +39,8 @@ class Setting:
     #: (``version`` is then the newest): a variable only that older part reads is still
     #: offered, as a server ignores a variable it does not read but refuses a flag it lacks
     floor: str | None = None
+    #: the package the server is installed as, where the log names a fork of the engine
+    package: str | None = None
 
     def in_effect(self, name: str) -> bool:
         if self.shown is not None:
@@ -69,7 +71,8 @@ def _not_installable(change: Change, setting: Setting) -> bool:
     if not is_native(setting.engine) or change.kind != "package":
         return False
     spec = all_engines()[setting.engine or ""]
-    return change.name != spec.distribution and not is_system_package(change.name)
+    own = {spec.distribution, setting.package}
+    return change.name not in own and not is_system_package(change.name)
 
 
 def fill_text(template: str, groups: Mapping[str, str], setting: Setting) -> str:
@@ -101,7 +104,7 @@ def _lookup(
     key: str, target: str | None, setting: Setting, groups: Mapping[str, str] | None = None
 ) -> str | None:
     if key == "engine":  # the package the server itself is installed as
-        return engine_distribution(setting.engine)
+        return setting.package or engine_distribution(setting.engine)
     if key == "release_before":  # the engine's release before the one the log states
         return release_before(setting.version) if setting.version else None
     if key == "release_accepting" and groups and ("unknown" in groups or "choice" in groups):
