@@ -115,6 +115,26 @@ def test_an_error_line_is_read_but_a_warning_is_not() -> None:
     assert {"frobnicator", "triton", "rdma_context"} <= reading.words
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "FileNotFoundError: [Errno 2] No such file or directory: 'MmaDecl.h'",
+        "GGML_ASSERT(talloc->buffer_id >= 0)",
+        "Backend.forward_decode() got an unexpected keyword argument 'sinks'",
+        "model requires more system memory (4.0 GiB) than is available (3.9 GiB)",
+        "--decode-backend fast on SM100+ requires --state-dtype bfloat16, got None",
+    ],
+)
+def test_a_pasted_error_without_the_word_error_is_still_read(line: str) -> None:
+    assert _reading(line + "\n").error_line == (1, line)
+
+
+def test_a_pasted_check_names_the_setting_it_wants() -> None:
+    d = diagnose_text("--decode-backend fast on SM100+ requires --state-dtype bfloat16, got None\n")
+    assert d.error_class is not None
+    assert Change("flag", "--state-dtype", "bfloat16") in [c for h in d.hypotheses for c in h.changes]
+
+
 def test_a_confirmed_fix_is_spelled_for_the_engine_that_failed() -> None:
     eager = {"kind": "flag", "name": "--enforce-eager", "value": None}
     assert translate(eager, "vllm", "sglang", "0.5.23") == Change(

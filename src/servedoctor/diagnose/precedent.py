@@ -63,7 +63,12 @@ MIN_SIMILARITY = 0.05
 _ERRORISH = re.compile(
     r"(?i)\b(?:error|exception|fatal|failed|failure|abort(?:ed|ing)?|panic(?:ked)?|"
     r"assert(?:ion)?|segmentation fault|core dumped|killed|unable to|cannot|could not|"
-    r"not supported|unsupported|does not match|mismatch(?:ed)?|incompatible|xid)\b"
+    r"not supported|unsupported|does not match|mismatch(?:ed)?|incompatible|xid|"
+    r"unexpected(?:ly)?|insufficient|not enough|out of memory|than (?:is )?available)\b"
+    # an exception's own name (FileNotFoundError), a C macro's assert (GGML_ASSERT(…)), a
+    # check that states what it wanted and what it got
+    r"|(?-i:\b[A-Z]\w*(?:Error|Exception)\b)|(?-i:\b[A-Z][A-Z0-9]*_ASSERT\b)"
+    r"|\brequires?\b[^\n]{0,120}\bgot\b"
 )
 _QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARN", "WARNING", "NOTICE", "TRACE", "D", "I", "W"})
 
