@@ -132,7 +132,9 @@ def test_a_pasted_error_without_the_word_error_is_still_read(line: str) -> None:
 def test_a_pasted_check_names_the_setting_it_wants() -> None:
     d = diagnose_text("--decode-backend fast on SM100+ requires --state-dtype bfloat16, got None\n")
     assert d.error_class is not None
-    assert Change("flag", "--state-dtype", "bfloat16") in [c for h in d.hypotheses for c in h.changes]
+    assert Change("flag", "--state-dtype", "bfloat16") in [
+        c for h in d.hypotheses for c in h.changes
+    ]
 
 
 def test_a_confirmed_fix_is_spelled_for_the_engine_that_failed() -> None:
