@@ -311,3 +311,18 @@ def test_a_log_viewer_s_timestamp_prefix_does_not_hide_the_traceback() -> None:
     d = diagnose_text(log, engine="vllm", engine_version="0.33.0")
     assert d.extras.get("class_source") is None  # read from the traceback, not voted
     assert ("--moe-backend", "cutlass") in _changes(d)
+
+
+def test_the_first_three_changes_are_three_different_settings() -> None:
+    # the message's own limit and the generic step both set max_model_len: the computed
+    # value speaks for it, and the step waits until the other settings had their turn
+    d = diagnose_text(
+        "ValueError: The model's max seq len (56000) is larger than the maximum number of "
+        "tokens that can be stored in KV cache (43328). Try increasing "
+        "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.\n"
+        "vllm/v1/core/kv_cache_utils.py"
+    )
+    settings = [(c.kind, c.name) for h in d.hypotheses[:3] for c in h.changes]
+    assert len(settings) == len(set(settings)) == 3
+    first = d.hypotheses[0].changes[0]
+    assert first.value == "43328"

@@ -102,13 +102,18 @@ def localise(sync_frame: Frame | None, error_class: str, obs: Observations) -> H
 
 
 def rank(hypotheses: list[Hypothesis]) -> tuple[Hypothesis, ...]:
-    """Localisation first (cheap information), then by confidence, keeping rule order."""
-    return tuple(
-        sorted(
-            hypotheses,
-            key=lambda h: (h.id != LOCALISE_ID, -h.confidence),
-        )
-    )
+    """Localisation first (cheap information), then by confidence, keeping rule order; a
+    second value for a setting already offered waits until every other setting has had its
+    turn (the first three to try are three different changes)."""
+    ordered = sorted(hypotheses, key=lambda h: (h.id != LOCALISE_ID, -h.confidence))
+    seen: set[tuple[str, str]] = set()
+    first: list[Hypothesis] = []
+    again: list[Hypothesis] = []
+    for hypothesis in ordered:
+        settings = {(c.kind, c.name) for c in hypothesis.changes}
+        (again if settings and settings <= seen else first).append(hypothesis)
+        seen |= settings
+    return tuple(first + again)
 
 
 #: How many hypotheses a diagnosis offers before class-level fallbacks stop filling in.
@@ -120,13 +125,20 @@ def fill_up(hypotheses: list[Hypothesis], fallbacks: list[Hypothesis]) -> list[H
     out = list(hypotheses)
     have = {_target(c) for h in out for c in h.changes}
     for extra in sorted(fallbacks, key=lambda h: -h.confidence):
-        if len(out) >= ENOUGH:
+        if _distinct(out) >= ENOUGH:
             break
         targets = {_target(c) for c in extra.changes}
         if not targets & have:
             out.append(extra)
             have.update(targets)
     return out
+
+
+def _distinct(hypotheses: list[Hypothesis]) -> int:
+    """How many different things the hypotheses offer: each setting once, whatever its
+    values, and each observation that carries no change."""
+    settings = {(c.kind, c.name) for h in hypotheses for c in h.changes}
+    return len(settings) + sum(not h.changes for h in hypotheses)
 
 
 def _target(change: Change) -> tuple[str, str, str | None]:
