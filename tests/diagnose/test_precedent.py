@@ -221,3 +221,12 @@ def test_a_library_pin_is_offered_only_when_the_log_names_the_library() -> None:
     assert translate(vague, "vllm", "vllm", None, {"pydantic"}) is None
     server = {"kind": "package", "name": "ollama", "value": "0.3.13"}
     assert translate(server, "ollama", "vllm", None, {"ollama"}) is None
+
+
+def test_an_unknown_servers_log_gets_a_precedents_variable_only_for_what_it_names() -> None:
+    fix = {"kind": "env", "name": "VLLM_USE_DEEP_GEMM", "value": "0"}
+    named = translate(fix, "vllm", None, None, {"runtimeerror", "deepgemm", "available"})
+    assert named == Change("env", "VLLM_USE_DEEP_GEMM", "0")
+    assert translate(fix, "vllm", None, None, {"importerror", "sdfake", "required"}) is None
+    # a server that is known and is not vLLM never gets vLLM's variable this way
+    assert translate(fix, "vllm", "llamacpp", None, {"deepgemm"}) is None

@@ -295,6 +295,11 @@ def translate(
             if value is not None and value.lower() in ("removed", "remove", "<remove>"):
                 value = REMOVE
         return Change(kind=kind, name=name, value=value)
+    if engine is None and kind == "env" and _subject_named(name, words):
+        # the log does not say which server wrote it: a variable the precedent's server reads
+        # for what this log names (VLLM_USE_DEEP_GEMM for a DeepGEMM failure) is offered as
+        # that server spells it; another server ignores it, refusing nothing
+        return Change(kind="env", name=name, value=value)
     for knob_id in sorted(knobs_of(name, source_engine)):
         change = _spell_like(knob_id, name, value, source_engine, engine, version)
         if change is not None:
@@ -323,6 +328,23 @@ def _variable_fits(
         return True
     known = env_names(engine) if engine else None
     return known is not None and name in known
+
+
+#: Words of a variable's name that say what it does to its subject, not what the subject is.
+_SWITCH_WORDS = frozenset(
+    {"use", "enable", "disable", "allow", "skip", "force", "test", "jit", "backend", "set"}
+)
+
+
+def _subject_named(variable: str, words: frozenset[str] | set[str]) -> bool:
+    """Does the log name what an engine's variable switches (DEEP_GEMM as deepgemm, AITER)?"""
+    parts = variable.lower().split("_")
+    if _ENGINE_ENV.match(variable):
+        parts = parts[1:]
+    subject = [p for p in parts if p not in _SWITCH_WORDS and not p.isdigit()]
+    if not subject:
+        return False
+    return "".join(subject) in words or any(len(p) > 3 and p in words for p in subject)
 
 
 def _named(package: str, words: frozenset[str] | set[str]) -> bool:
