@@ -13,6 +13,7 @@ from typing import Any, BinaryIO
 
 from servedoctor.diagnose.envread import env_read_hypotheses
 from servedoctor.diagnose.hypotheses import (
+    ENOUGH_WITH_PRECEDENTS,
     fill_up,
     from_hits,
     localise,
@@ -441,11 +442,14 @@ def diagnose_observations(
     if library is not None:
         releases.insert(0, library)
     hypotheses = fill_up(hypotheses, [*fallbacks, *releases])
+    later: list[Hypothesis] = []
     if found is not None and reading is not None:
         if root_hit is None or root_hit.rule.changes:  # a rule can say the fix is no setting
-            # slots the rules left free: what fixed the most similar public failures
+            # slots the rules left free: what fixed the most similar public failures; the
+            # next ones follow the ranked three, for `fix` to try after them
             similar = precedent_hypotheses(found, reading.words, setting_of(obs))
             hypotheses = fill_up(hypotheses, similar)
+            later = fill_up(hypotheses, similar, enough=ENOUGH_WITH_PRECEDENTS)[len(hypotheses) :]
         if component in (None, "unknown"):
             component = found.guess("component", reading.words) or component
     fallback_ids = {h.rule.id for h in fallback_hits}
@@ -475,7 +479,7 @@ def diagnose_observations(
         culprit=culprit,
         summary=redact_text(summary),
         evidence=tuple(Evidence(e.line, redact_text(e.text), e.role) for e in evidence),
-        hypotheses=rank(hypotheses),
+        hypotheses=rank(hypotheses) + tuple(later),
         rules=tuple(
             dict.fromkeys(
                 [

@@ -118,14 +118,19 @@ def rank(hypotheses: list[Hypothesis]) -> tuple[Hypothesis, ...]:
 
 #: How many hypotheses a diagnosis offers before class-level fallbacks stop filling in.
 ENOUGH = 3
+#: How many, counting the similar public failures' fixes that follow the ranked ones (the
+#: trials ``fix`` can still afford after them).
+ENOUGH_WITH_PRECEDENTS = 6
 
 
-def fill_up(hypotheses: list[Hypothesis], fallbacks: list[Hypothesis]) -> list[Hypothesis]:
-    """Add the class's generic changes (lower confidence) until there are ``ENOUGH``."""
+def fill_up(
+    hypotheses: list[Hypothesis], fallbacks: list[Hypothesis], *, enough: int = ENOUGH
+) -> list[Hypothesis]:
+    """Add the class's generic changes (lower confidence) until there are ``enough``."""
     out = list(hypotheses)
     have = {_target(c) for h in out for c in h.changes}
     for extra in sorted(fallbacks, key=lambda h: -h.confidence):
-        if _distinct(out) >= ENOUGH:
+        if _distinct(out) >= enough:
             break
         targets = {_target(c) for c in extra.changes}
         if not targets & have:
