@@ -230,3 +230,8 @@ def test_an_unknown_servers_log_gets_a_precedents_variable_only_for_what_it_name
     assert translate(fix, "vllm", None, None, {"importerror", "sdfake", "required"}) is None
     # a server that is known and is not vLLM never gets vLLM's variable this way
     assert translate(fix, "vllm", "llamacpp", None, {"deepgemm"}) is None
+
+
+def test_a_precedents_variable_needs_every_word_of_its_subject_in_the_log() -> None:
+    fix = {"kind": "env", "name": "VLLM_USE_V2_MODEL_RUNNER", "value": "0"}
+    assert translate(fix, "vllm", None, None, {"model", "runner", "panicked"}) is None

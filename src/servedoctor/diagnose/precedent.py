@@ -344,7 +344,8 @@ def _subject_named(variable: str, words: frozenset[str] | set[str]) -> bool:
     subject = [p for p in parts if p not in _SWITCH_WORDS and not p.isdigit()]
     if not subject:
         return False
-    return "".join(subject) in words or any(len(p) > 3 and p in words for p in subject)
+    # every word of it: "model" and "runner" alone are in any log, V2_MODEL_RUNNER is not
+    return "".join(subject) in words or all(p in words for p in subject)
 
 
 def _named(package: str, words: frozenset[str] | set[str]) -> bool:
