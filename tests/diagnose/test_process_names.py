@@ -100,3 +100,22 @@ def test_a_model_address_on_ollama_s_registry_does_not_name_ollama() -> None:
     d = diagnose_text(log)
     assert d.engine != "ollama"
     assert d.error_class == "missing_dependency"
+
+
+def test_the_program_a_traceback_starts_in_names_the_engine_over_what_it_imports() -> None:
+    log = "\n".join(
+        [
+            "INFO 02-17 02:35:21 __init__.py:190] Automatically detected platform cuda.",
+            "(EngineCore pid=1) INFO vllm kernels loaded",
+            "(EngineCore pid=1) INFO vllm kernels ready",
+            "Traceback (most recent call last):",
+            '  File "/usr/lib/python3.10/runpy.py", line 196, in _run_module_as_main',
+            "    return _run_code(code, main_globals, None,",
+            '  File "/sgl-workspace/sglang/python/sglang/launch_server.py", line 6, in <module>',
+            "    from sglang.srt.entrypoints.http_server import launch_server",
+            '  File "/usr/local/lib/python3.10/dist-packages/vllm/_custom_ops.py", line 9, in <module>',
+            "    import vllm._C",
+            "ImportError: vllm/_C.abi3.so: undefined symbol: _ZN3c1010Dispatcher",
+        ]
+    )
+    assert diagnose_text(log + "\n").engine == "sglang"

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from servedoctor.engines import all_engines, build_of
+from servedoctor.engines import all_engines, build_of, engine_for_command
 from servedoctor.engines.adapter import engines_knowing, version_from_fields
 from servedoctor.engines.effective import parse_effective_config
 from servedoctor.logs.model import Event
@@ -146,6 +146,8 @@ def observe(
         text_votes = _engine_votes(obs.texts)
         for name, n in text_votes.items():
             votes[name] = votes.get(name, 0) + 2 * n
+        for name in _entry_programs(events):
+            votes[name] = votes.get(name, 0) + ENTRY_VOTES
         if not votes:
             votes = _field_votes(obs.texts)
         votes = _drop_embedded(votes)
@@ -191,6 +193,29 @@ def _version_in_log(obs: Observations) -> str | None:
             if m is not None:
                 return m.group("version")
     return None
+
+
+#: The weight of a traceback's entry program (the module the user ran): it outweighs a few
+#: lines of another engine the server imported (SGLang importing vLLM's kernels).
+ENTRY_VOTES = 10
+_LAUNCHER_FRAME = re.compile(r"(?:^|[\\/])(?:runpy\.py|<frozen [\w.]+>)$|[\\/]importlib[\\/]")
+
+
+def _entry_programs(events: list[Event]) -> set[str]:
+    """The engines whose own entry module a traceback starts in (``sglang/launch_server.py``
+    under runpy, ``vllm/entrypoints/…`` behind a console script)."""
+    found: set[str] = set()
+    for event in events:
+        if event.kind != "traceback" or not event.frames:
+            continue
+        outer = [f for f in event.frames[:3] if not _LAUNCHER_FRAME.search(f.file)]
+        if not outer:
+            continue
+        module = re.sub(r"\.py$", "", outer[0].file.replace("\\", "/")).replace("/", ".")
+        spec = engine_for_command([module])
+        if spec.name != "openai":
+            found.add(spec.name)
+    return found
 
 
 def _drop_embedded(votes: dict[str, int]) -> dict[str, int]:
