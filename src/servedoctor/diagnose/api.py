@@ -449,6 +449,10 @@ def diagnose_observations(
             # next ones follow the ranked three, for `fix` to try after them
             similar = precedent_hypotheses(found, reading.words, setting_of(obs))
             hypotheses = fill_up(hypotheses, similar)
+            if obs.engine_version is None:
+                # a flag refused by another release (or another server) costs a restart;
+                # past the ranked three, a release the log does not state gets none
+                similar = [h for h in similar if all(c.kind != "flag" for c in h.changes)]
             later = fill_up(hypotheses, similar, enough=ENOUGH_WITH_PRECEDENTS)[len(hypotheses) :]
         if component in (None, "unknown"):
             component = found.guess("component", reading.words) or component
