@@ -69,6 +69,10 @@ TARGETS = {
     "holdout47": (8, 0.50, 0.50, 0.37),
     "holdout48": (19, 0.63, 0.42, 0.63),
     "holdout49": (15, 0.73, 0.46, 0.57),
+    "holdout50": (19, 0.73, 0.52, 0.68),
+    "holdout51": (13, 0.69, 0.69, 0.61),
+    "holdout52": (7, 0.85, 0.42, 0.57),
+    "holdout53": (9, 0.11, 0.33, 0.11),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -109,6 +113,10 @@ FIX_TARGETS = {
     "holdout47": 0.16,
     "holdout48": 0.20,
     "holdout49": 0.20,
+    "holdout50": 0.52,
+    "holdout51": 0.66,
+    "holdout52": 0.20,
+    "holdout53": 0.33,
 }
 
 
