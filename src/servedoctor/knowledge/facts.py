@@ -162,13 +162,19 @@ def package_of_header(header: str) -> str | None:
     return f"lib{stem.group(1).replace('_', '-')}-dev" if stem else None
 
 
-def cache_variable(path: str) -> str | None:
-    """The variable that moves the cache ``path`` belongs to (/root/.triton → TRITON_CACHE_DIR)."""
+def _cache_folder(path: str) -> tuple[re.Match[str], str] | None:
+    """Where in ``path`` a known cache folder is named, and the variable that moves it."""
     folders: tuple[tuple[re.Pattern[str], str], ...] = _tables()["cache_folders"]
     for pattern, variable in folders:
-        if pattern.search(path):
-            return variable
+        if m := pattern.search(path):
+            return m, variable
     return None
+
+
+def cache_variable(path: str) -> str | None:
+    """The variable that moves the cache ``path`` belongs to (/root/.triton → TRITON_CACHE_DIR)."""
+    found = _cache_folder(path)
+    return found[1] if found else None
 
 
 def writable_folder(path: str) -> str | None:
@@ -177,14 +183,10 @@ def writable_folder(path: str) -> str | None:
     known cache names the cache's own folder (~/.cache/vllm/torch_compile_cache/… →
     /tmp/vllm), as its variable moves the whole cache."""
     root = path.rstrip("/")
-    if not root.startswith("/tmp/"):
-        folders: tuple[tuple[re.Pattern[str], str], ...] = _tables()["cache_folders"]
-        for pattern, _ in folders:
-            m = pattern.search(root)
-            if m is not None:
-                end = root.find("/", m.end())
-                root = root if end < 0 else root[:end]
-                break
+    found = None if root.startswith("/tmp/") else _cache_folder(root)
+    if found is not None:
+        end = root.find("/", found[0].end())
+        root = root if end < 0 else root[:end]
     leaf = root.split("/")[-1].lstrip(".")
     return f"/tmp/{leaf}" if re.fullmatch(r"[\w.-]+", leaf or "") else None
 
