@@ -311,3 +311,15 @@ def test_localai_is_recognised_by_its_backend_lines_and_owns_its_backends_abi() 
     assert (d.engine, d.error_class) == ("localai", "abi_mismatch")
     first = d.hypotheses[0].changes[0]
     assert (first.kind, first.name) == ("package", "localai")
+
+
+def test_mistral_rs_is_recognised_by_its_crates_and_its_release_is_the_change() -> None:
+    d = diagnose_text(
+        "2026-05-18T10:11:55.399572Z ERROR mistralrs_core::engine: prompt step - Model failed "
+        "with error: channel closed\n"
+        "thread '<unnamed>' panicked at /root/.cargo/registry/src/mistralrs-core-0.8.1/src/"
+        "engine/mod.rs:473:48:\n"
+        "called `Result::unwrap()` on an `Err` value: SendError { .. }\n"
+    )
+    assert d.engine == "mistralrs"
+    assert "mistralrs-cli" in {c.name for h in d.hypotheses for c in h.changes}
