@@ -69,10 +69,11 @@ TARGETS = {
     "holdout47": (8, 0.50, 0.50, 0.37),
     "holdout48": (19, 0.63, 0.42, 0.63),
     "holdout49": (15, 0.73, 0.46, 0.57),
-    "holdout50": (19, 0.73, 0.52, 0.68),
+    "holdout50": (19, 0.73, 0.57, 0.68),
     "holdout51": (13, 0.69, 0.69, 0.61),
     "holdout52": (7, 0.85, 0.42, 0.57),
-    "holdout53": (9, 0.11, 0.33, 0.11),
+    "holdout53": (9, 0.22, 0.44, 0.22),
+    "holdout54": (9, 0.55, 0.33, 0.22),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -116,7 +117,8 @@ FIX_TARGETS = {
     "holdout50": 0.52,
     "holdout51": 0.66,
     "holdout52": 0.20,
-    "holdout53": 0.33,
+    "holdout53": 0.55,
+    "holdout54": 0.14,
 }
 
 
