@@ -11,6 +11,7 @@ from servedoctor.knowledge.facts import (
     distribution_of_module,
     distribution_of_path,
     is_system_package,
+    package_of_cxx_type,
     package_of_header,
     package_of_library,
     writable_folder,
@@ -50,6 +51,25 @@ def test_path_and_library_owners() -> None:
         c.name == "LD_LIBRARY_PATH"
         for c in _changes("ImportError: libnuma.so.1: cannot open shared object file\n")
     )
+
+
+def test_a_native_exception_names_the_library_that_threw_it() -> None:
+    assert package_of_cxx_type("tvm::ffi::Error") == "apache-tvm-ffi"
+    assert package_of_cxx_type("tensorrt_llm::common::TllmException") == "tensorrt-llm"
+    assert package_of_cxx_type("c10::Error") == "torch"
+    assert package_of_cxx_type("std::runtime_error") is None
+    assert package_of_cxx_type("myapp::Error") is None  # unlisted: may be the program's own
+    assert package_of_cxx_type("Error") is None
+    log = (
+        "INFO 06-10 15:50:50 [__init__.py:1] vLLM API server version 0.20.0\n"
+        "terminate called after throwing an instance of 'tvm::ffi::Error'\n"
+        "Fatal Python error: Aborted\n"
+    )
+    assert Change("package", "apache-tvm-ffi", "another release") in _changes(log)
+    # torch only passes the exception on, and the engine's own code is not another package
+    for thrown in ("c10::Error", "std::runtime_error"):
+        changes = _changes(log.replace("tvm::ffi::Error", thrown))
+        assert not any(c.kind == "package" and c.name == "torch" for c in changes)
 
 
 def test_headers_and_cache_folders_name_what_provides_them() -> None:

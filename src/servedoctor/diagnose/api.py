@@ -28,6 +28,7 @@ from servedoctor.diagnose.owner import (
     culprit_build,
     culprit_release,
     engine_release,
+    native_thrower,
     owner_hypotheses,
 )
 from servedoctor.diagnose.precedent import (
@@ -421,6 +422,17 @@ def diagnose_observations(
     )
     if raised_by and component in (None, "unknown"):
         component = "environment"  # another package's release does not fit the server
+    thrower = native_thrower(obs.events, engine=obs.engine)
+    if thrower is not None and all(
+        c.name != thrower.changes[0].name for h in raised_by for c in h.changes
+    ):
+        raised_by.append(thrower)
+        if component in (None, "unknown", "model"):
+            # the frames that reached the library (a model registry importing it) are not
+            # where the fault is: the library's build does not fit the install
+            component = "environment"
+        if error_class == "other" and loc.phase in ("startup", "load"):
+            error_class = "abi_mismatch"  # a library that throws while it is imported
     read = env_read_hypotheses(frames, exc_type=exc_type, message=message)
     if read:
         component = "environment"  # the value came from the environment, not the server

@@ -21,6 +21,7 @@ from servedoctor.knowledge.facts import (
     distribution_of_path,
     is_api_error,
     is_known_module,
+    package_of_cxx_type,
     package_of_kernel_library,
     passes_through,
 )
@@ -30,7 +31,7 @@ from servedoctor.knowledge.versionwords import (
     release_before,
     required_by,
 )
-from servedoctor.logs.model import Frame
+from servedoctor.logs.model import Event, Frame
 from servedoctor.model import Change, Hypothesis
 
 #: Confidence of "the raising package's release": above the class fallbacks (generic
@@ -143,6 +144,30 @@ def owner_hypotheses(
             rule=None,
         )
     ]
+
+
+def native_thrower(events: list[Event], *, engine: str | None) -> Hypothesis | None:
+    """The release of the library whose C++ exception nothing caught ("terminate called after
+    throwing an instance of 'tvm::ffi::Error'"): a native library that throws while the server
+    imports or loads is most often a build that does not fit the rest of the install (two
+    releases registering the same types, a changed ABI)."""
+    engine_dist = engine_distribution(engine)
+    for event in events:
+        thrown = event.fields.get("thrown")
+        dist = package_of_cxx_type(str(thrown)) if thrown else None
+        if dist is None or passes_through(dist) or dist == engine_dist:
+            continue
+        return Hypothesis(
+            id="OWNER.6",
+            cause=f"{dist}'s native code threw {thrown} and nothing caught it: the installed "
+            f"{dist} is not a release the rest of the install was built with.",
+            confidence=RAISER_CONFIDENCE,
+            changes=(Change(kind="package", name=dist, value=ANOTHER_RELEASE),),
+            why=f"an uncaught {thrown} (line {event.line})",
+            references=("https://en.cppreference.com/w/cpp/error/terminate",),
+            rule=None,
+        )
+    return None
 
 
 def engine_release(

@@ -210,10 +210,29 @@ def package_of_symbol(symbol: str) -> str | None:
     if m is None:
         return None
     name = m.group("rest")[: int(m.group("len"))]
+    return _package_of_namespace(name)
+
+
+def _package_of_namespace(outer: str) -> str | None:
     table: dict[str, str | None] = _tables()["symbol_namespaces"]
-    if name in table:
-        return table[name]
-    return distribution_of_module(name) if len(name) > 2 else None
+    if outer in table:
+        return table[outer]
+    return distribution_of_module(outer) if len(outer) > 2 else None
+
+
+def package_of_cxx_type(type_name: str) -> str | None:
+    """The package whose native library defines a C++ type (``tvm::ffi::Error`` →
+    apache-tvm-ffi, ``c10::Error`` → torch); a type outside any listed namespace has none."""
+    parts = type_name.strip().split("::")
+    if len(parts) < 2 or not parts[0]:
+        return None
+    if len(parts) > 2 and is_known_module(f"{parts[0]}_{parts[1]}"):
+        return distribution_of_module(f"{parts[0]}_{parts[1]}")
+    table: dict[str, str | None] = _tables()["symbol_namespaces"]
+    if parts[0] in table:
+        return table[parts[0]]
+    # only listed names: an unlisted namespace may be the program's own
+    return distribution_of_module(parts[0]) if is_known_module(parts[0]) else None
 
 
 _GFX = re.compile(r"^gfx(?P<major>\d{1,2}?)(?P<minor>[0-9a-f])(?P<step>[0-9a-f])$")
