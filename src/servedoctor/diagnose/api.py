@@ -36,6 +36,7 @@ from servedoctor.diagnose.precedent import (
     precedent_hypotheses,
     precedents_for,
 )
+from servedoctor.diagnose.selection import KERNEL_CLASSES, failing_job, move_off
 from servedoctor.errors import UserError
 from servedoctor.knowledge.registry import Registry, default_registry
 from servedoctor.knowledge.signatures import engine_of_text, release_range
@@ -433,6 +434,13 @@ def diagnose_observations(
             component = "environment"
         if error_class == "other" and loc.phase in ("startup", "load"):
             error_class = "abi_mismatch"  # a library that throws while it is imported
+    job = failing_job(obs, message, culprit) if error_class in KERNEL_CLASSES else None
+    if job is not None:
+        if component in (None, "unknown", "environment"):
+            component = job.component
+        moved = move_off(job, obs)
+        if moved is not None:
+            hypotheses.append(moved)
     read = env_read_hypotheses(frames, exc_type=exc_type, message=message)
     if read:
         component = "environment"  # the value came from the environment, not the server

@@ -577,7 +577,7 @@ def extract(lines: Iterable[Line], engines: Iterable[EngineSpec] | None = None) 
 def _thin(events: list[Event]) -> list[Event]:
     """Drop the older half of the low-value events (notable lines, warnings, phases); when
     that is not enough, keep the first quarter and the latest of what is left."""
-    low = {"notable", "warning", "phase"}
+    low = {"notable", "warning", "phase", "selection"}
     half = len(events) // 2
     kept = [e for i, e in enumerate(events) if i >= half or e.kind not in low]
     quarter = MAX_EVENTS // 4

@@ -16,6 +16,7 @@ EventKind = Literal[
     "nccl",
     "fatal",
     "override",
+    "selection",  # the library the server chose for a job (signals.yaml; name: the job)
     "version_warning",
     "warning",
     "config",
