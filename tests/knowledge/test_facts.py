@@ -146,6 +146,9 @@ def test_fix_matching_by_name_by_value_and_by_knob() -> None:
     cache = {"kind": "env", "name": "TRITON_CACHE_DIR", "value": "/workspace/.cache/triton"}
     assert same_fix(Change("env", "TRITON_CACHE_DIR", "/tmp/triton"), cache, "vllm")
     assert not same_fix(Change("env", "TRITON_CACHE_DIR", "auto"), cache, "vllm")
+    iface = {"kind": "env", "name": "GLOO_SOCKET_IFNAME", "value": "enp73s0"}
+    assert same_fix(Change("env", "GLOO_SOCKET_IFNAME", "eth0"), iface, "vllm")
+    assert not same_fix(Change("env", "GLOO_SOCKET_IFNAME", "lo"), iface, "vllm")
     # two releases' words for one backend: vLLM 0.10's enum member and 0.11's
     v1 = {"kind": "env", "name": "VLLM_ATTENTION_BACKEND", "value": "TRITON_ATTN_VLLM_V1"}
     assert same_fix(Change("env", "VLLM_ATTENTION_BACKEND", "TRITON_ATTN"), v1, "vllm")

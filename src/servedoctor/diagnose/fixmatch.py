@@ -3,8 +3,8 @@
 A flag or variable matches by name (``_``/``-`` alike) or by meaning: both spell the same
 knob for the case's engine (``--disable-cuda-graph`` on an old SGLang and
 ``--cuda-graph-backend-decode disabled`` on the current one). A confirmed value that is a
-word (a backend, a dtype) must match too; a number or a path need not (the thread's number
-or folder suits its machine, ours the user's). A package matches by its normalised name, an
+word (a backend, a dtype) must match too; a number, a path or a network interface need not
+(the thread's number, folder or interface suits its machine, ours the user's). A package matches by its normalised name, an
 import name by the distribution that owns it.
 """
 
@@ -58,6 +58,14 @@ def _is_path(value: str) -> bool:
     return re.match(r"^\s*(?:/|~/|\$\w+/|<[^>]*>/?)", value) is not None
 
 
+#: Linux network interface names (eth0, enp73s0, ens5, ib0, bond0, eno1, wlp2s0)
+_INTERFACE = re.compile(r"^(?:eth|en[ops]?|ens|eno|enx|ib|bond|wl[ops]?|br|em|p\d+p)\w*$")
+
+
+def _is_interface(value: str) -> bool:
+    return _INTERFACE.match(value.strip()) is not None
+
+
 def same_fix(change: Change, fix: Mapping[str, Any], engine: str | None) -> bool:
     kind, name = fix.get("kind"), str(fix.get("name") or "")
     value = fix.get("value")
@@ -75,6 +83,8 @@ def same_fix(change: Change, fix: Mapping[str, Any], engine: str | None) -> bool
             return True
         if _is_path(str(value)) and _is_path(change.value):
             return True  # a folder or file on the thread's machine; ours names one on the user's
+        if _is_interface(str(value)) and _is_interface(change.value):
+            return True  # likewise a network interface
         if _value_word(change.value) == _value_word(value):
             return True
         # two releases' words for one choice (TRITON_ATTN_VLLM_V1 in 0.10, TRITON_ATTN in 0.11)
