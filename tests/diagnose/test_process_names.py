@@ -119,3 +119,24 @@ def test_the_program_a_traceback_starts_in_names_the_engine_over_what_it_imports
         ]
     )
     assert diagnose_text(log + "\n").engine == "sglang"
+
+
+def test_pip_building_an_engine_s_distribution_names_that_engine() -> None:
+    log = (
+        "Building wheels for collected packages: sglang\n"
+        "  error: subprocess-exited-with-error\n"
+        "ERROR: Failed building wheel for sglang\n"
+        "Failed to build sglang\n"
+    )
+    assert diagnose_text(log).engine == "sglang"
+    # a package that is no engine's names none
+    assert diagnose_text(log.replace("sglang", "flash-attn")).engine is None
+
+
+def test_the_engine_settings_class_printed_whole_names_vllm() -> None:
+    log = (
+        "INFO 2025-03-29 06:17:53,742 DS-R1 a3e34qi7 -- Starting with engine args: "
+        "AsyncEngineArgs(model='DeepSeek-R1', served_model_name=None, tokenizer='DeepSeek-R1')\n"
+        "RuntimeError: NCCL error: unhandled system error\n"
+    )
+    assert diagnose_text(log).engine == "vllm"

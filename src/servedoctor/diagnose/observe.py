@@ -226,14 +226,32 @@ def _drop_embedded(votes: dict[str, int]) -> dict[str, int]:
     return {name: n for name, n in votes.items() if name not in dropped}
 
 
+#: pip building (or failing to build) a distribution: the log is that package's install
+_PIP_BUILD = re.compile(
+    r"(?:Building wheel for|Failed building wheel for|Failed to build|Could not build wheels "
+    r"for)\s+(?P<dist>[A-Za-z][\w.-]*)"
+)
+
+
 def _engine_votes(texts: list[Text]) -> dict[str, int]:
-    """Lines that name an engine (its module paths, its distinctive messages)."""
+    """Lines that name an engine (its module paths, its distinctive messages, pip building
+    the engine's own distribution)."""
     votes: dict[str, int] = {}
     sample = [t.text for t in texts[:2000]]
+    by_distribution = {
+        spec.distribution.lower(): spec.name
+        for spec in all_engines().values()
+        if spec.distribution and not spec.native
+    }
     for spec in all_engines().values():
         for text in sample:
             if any(r.search(text) for r in spec.log_re):
                 votes[spec.name] = votes.get(spec.name, 0) + 1
+    for text in sample:
+        for m in _PIP_BUILD.finditer(text):
+            name = by_distribution.get(m.group("dist").lower())
+            if name is not None:
+                votes[name] = votes.get(name, 0) + 1
     return votes
 
 
