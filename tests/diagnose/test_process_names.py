@@ -136,7 +136,10 @@ def test_pip_building_an_engine_s_distribution_names_that_engine() -> None:
 def test_the_engine_settings_class_printed_whole_names_vllm() -> None:
     log = (
         "INFO 2025-03-29 06:17:53,742 DS-R1 a3e34qi7 -- Starting with engine args: "
-        "AsyncEngineArgs(model='DeepSeek-R1', served_model_name=None, tokenizer='DeepSeek-R1')\n"
-        "RuntimeError: NCCL error: unhandled system error\n"
+        "AsyncEngineArgs(model='DeepSeek-R1', served_model_name=None, enforce_eager=False)\n"
+        + "INFO 2025-03-29 06:17:54,000 DS-R1 a3e34qi7 -- loading\n" * 40
+        + "RuntimeError: NCCL error: unhandled system error\n"
     )
-    assert diagnose_text(log).engine == "vllm"
+    d = diagnose_text(log)
+    assert d.engine == "vllm"
+    assert d.extras["flags_in_effect"]["enforce_eager"] == "false"  # a dump of its settings

@@ -4,8 +4,8 @@ A flag or variable matches by name (``_``/``-`` alike) or by meaning: both spell
 knob for the case's engine (``--disable-cuda-graph`` on an old SGLang and
 ``--cuda-graph-backend-decode disabled`` on the current one). A confirmed value that is a
 word (a backend, a dtype) must match too; a number, a path or a network interface need not
-(the thread's number, folder or interface suits its machine, ours the user's). A package matches by its normalised name, an
-import name by the distribution that owns it.
+(the thread's number, folder or interface suits its machine, ours the user's). A package
+matches by its normalised name, an import name by the distribution that owns it.
 """
 
 from __future__ import annotations

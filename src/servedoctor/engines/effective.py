@@ -1,10 +1,11 @@
 """The effective configuration a server prints at startup, as a dict.
 
 Understands SGLang's ``server_args=ServerArgs(...)`` repr and newer ``server_args={...}``,
-vLLM's ``non-default args: {...}`` and ``Initializing a V1 LLM engine (vX) with config:
-k=v, ...``. Values are Python literals where they can be read safely (``ast.literal_eval``,
-never ``eval``); anything else (``torch.bfloat16``, ``<object at 0x..>``, enum reprs) is
-kept as its source text. Truncated or odd lines fall back to a tolerant splitter.
+vLLM's ``non-default args: {...}``, ``Initializing a V1 LLM engine (vX) with config:
+k=v, ...`` and ``AsyncEngineArgs(...)`` (printed by servers that embed vLLM). Values are
+Python literals where they can be read safely (``ast.literal_eval``, never ``eval``);
+anything else (``torch.bfloat16``, ``<object at 0x..>``, enum reprs) is kept as its source
+text. Truncated or odd lines fall back to a tolerant splitter.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"non-default args: (?P<body>\{.*\}?)\s*$"), "dict"),
     (re.compile(r"Initializing a V1 LLM engine \(v\S+\) with config: (?P<body>.*)$"), "kv"),
     (re.compile(r"Initializing an LLM engine \(v\S+\) with config: (?P<body>.*)$"), "kv"),
+    # vLLM's settings class printed whole by a server that embeds it (Ray Serve, Dynamo)
+    (re.compile(r"\b(?:Async)?EngineArgs\((?P<body>\w+=.*)\)?\s*$"), "call"),
 )
 _OPEN, _CLOSE = "([{", ")]}"
 
