@@ -73,7 +73,9 @@ TARGETS = {
     "holdout51": (13, 0.69, 0.69, 0.61),
     "holdout52": (7, 0.85, 0.42, 0.57),
     "holdout53": (9, 0.22, 0.44, 0.22),
-    "holdout54": (9, 0.55, 0.33, 0.22),
+    "holdout54": (9, 0.77, 0.33, 0.44),
+    "holdout55": (12, 0.58, 0.41, 0.41),
+    "holdout56": (14, 0.64, 0.35, 0.50),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -118,7 +120,9 @@ FIX_TARGETS = {
     "holdout51": 0.66,
     "holdout52": 0.20,
     "holdout53": 0.55,
-    "holdout54": 0.14,
+    "holdout54": 0.28,
+    "holdout55": 0.54,
+    "holdout56": 0.69,
 }
 
 
