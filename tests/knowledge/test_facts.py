@@ -72,6 +72,20 @@ def test_a_native_exception_names_the_library_that_threw_it() -> None:
         assert not any(c.kind == "package" and c.name == "torch" for c in changes)
 
 
+def test_a_crash_in_a_library_s_native_code_names_that_library() -> None:
+    crash = (
+        "!!!!!!! Segfault encountered !!!!!!!\n"
+        '  File "/project/cpp/earley_parser.cc", line 218, in '
+        "xgrammar::EarleyParser::Scan(xgrammar::ParserState const&, unsigned char)\n"
+        '  File "<unknown>", line 0, in PyObject_Call\n'
+    )
+    assert Change("package", "xgrammar", "another release") in _changes(crash)
+    # a frame of torch's (c10) or of no listed library names none
+    for frame in ("c10::cuda::CUDACachingAllocator::malloc", "myapp::Parser::Scan"):
+        changes = _changes(crash.replace("xgrammar::EarleyParser::Scan", frame))
+        assert not any(c.kind == "package" for c in changes)
+
+
 def test_headers_and_cache_folders_name_what_provides_them() -> None:
     assert package_of_header("numa.h") == "libnuma-dev"
     assert package_of_header("infiniband/verbs.h") == "libibverbs-dev"

@@ -25,10 +25,11 @@ from servedoctor.diagnose.locate import frames_near, locate
 from servedoctor.diagnose.match import Hit, match_rules
 from servedoctor.diagnose.observe import Observations, Text, named, observe
 from servedoctor.diagnose.owner import (
+    THROWN_ID,
     culprit_build,
     culprit_release,
     engine_release,
-    native_thrower,
+    native_library,
     owner_hypotheses,
 )
 from servedoctor.diagnose.precedent import (
@@ -423,16 +424,19 @@ def diagnose_observations(
     )
     if raised_by and component in (None, "unknown"):
         component = "environment"  # another package's release does not fit the server
-    thrower = native_thrower(obs.events, engine=obs.engine)
-    if thrower is not None and all(
-        c.name != thrower.changes[0].name for h in raised_by for c in h.changes
+    crash_from = root_text.line if root_text else (root_event.line if root_event else 0)
+    native = native_library(
+        obs.events, [t.text for t in obs.texts if t.line >= crash_from], engine=obs.engine
+    )
+    if native is not None and all(
+        c.name != native.changes[0].name for h in raised_by for c in h.changes
     ):
-        raised_by.append(thrower)
-        if component in (None, "unknown", "model"):
+        raised_by.append(native)
+        if native.id == THROWN_ID and component in (None, "unknown", "model"):
             # the frames that reached the library (a model registry importing it) are not
             # where the fault is: the library's build does not fit the install
             component = "environment"
-        if error_class == "other" and loc.phase in ("startup", "load"):
+        if native.id == THROWN_ID and error_class == "other" and loc.phase in ("startup", "load"):
             error_class = "abi_mismatch"  # a library that throws while it is imported
     job = failing_job(obs, message, culprit) if error_class in KERNEL_CLASSES else None
     if job is not None:

@@ -146,28 +146,59 @@ def owner_hypotheses(
     ]
 
 
-def native_thrower(events: list[Event], *, engine: str | None) -> Hypothesis | None:
-    """The release of the library whose C++ exception nothing caught ("terminate called after
-    throwing an instance of 'tvm::ffi::Error'"): a native library that throws while the server
-    imports or loads is most often a build that does not fit the rest of the install (two
-    releases registering the same types, a changed ABI)."""
+#: The id of "a library's C++ exception nothing caught" (the others: its crashing code)
+THROWN_ID = "OWNER.6"
+#: A C++ function in a native backtrace or a kernel's name: ``xgrammar::EarleyParser::Scan(``,
+#: ``void flashinfer::sampling::TopPSamplingFromProbKernel<…>``
+_NATIVE_FUNCTION = re.compile(r"(?<![\w:])(?P<name>[A-Za-z_]\w*(?:::[A-Za-z_~]\w*)+)\s*[(<]")
+
+
+def native_library(
+    events: list[Event], texts: list[str], *, engine: str | None
+) -> Hypothesis | None:
+    """The release of the library whose native code failed: the C++ exception nothing caught
+    ("terminate called after throwing an instance of 'tvm::ffi::Error'"), else the first
+    function of a listed library in the crash's native backtrace or kernel name (backtraces
+    list the innermost frame first). A library that throws while the server imports or
+    loads is most often a build that does not fit the rest of the install; one that crashes
+    inside its own code, a bug another release of it has not."""
     engine_dist = engine_distribution(engine)
-    for event in events:
-        thrown = event.fields.get("thrown")
-        dist = package_of_cxx_type(str(thrown)) if thrown else None
-        if dist is None or passes_through(dist) or dist == engine_dist:
-            continue
-        return Hypothesis(
-            id="OWNER.6",
-            cause=f"{dist}'s native code threw {thrown} and nothing caught it: the installed "
-            f"{dist} is not a release the rest of the install was built with.",
-            confidence=RAISER_CONFIDENCE,
-            changes=(Change(kind="package", name=dist, value=ANOTHER_RELEASE),),
-            why=f"an uncaught {thrown} (line {event.line})",
-            references=("https://en.cppreference.com/w/cpp/error/terminate",),
-            rule=None,
-        )
+    thrown = [(str(e.fields["thrown"]), e.line) for e in events if e.fields.get("thrown")]
+    for name, line in thrown:
+        dist = package_of_cxx_type(name)
+        if dist is not None and not passes_through(dist) and dist != engine_dist:
+            return _native_hypothesis(
+                THROWN_ID,
+                dist,
+                f"{dist}'s native code threw {name} and nothing caught it: the installed {dist} "
+                "is not a release the rest of the install was built with.",
+                f"an uncaught {name} (line {line})",
+            )
+    for text in texts:
+        for m in _NATIVE_FUNCTION.finditer(text):
+            dist = package_of_cxx_type(m.group("name"))
+            if dist is None or passes_through(dist) or dist == engine_dist:
+                continue
+            return _native_hypothesis(
+                "OWNER.7",
+                dist,
+                f"The crash is inside {dist}'s native code ({m.group('name')}): a bug of the "
+                f"installed {dist} that another release may not have.",
+                f"the crash's native frames are {dist}'s",
+            )
     return None
+
+
+def _native_hypothesis(id_: str, dist: str, cause: str, why: str) -> Hypothesis:
+    return Hypothesis(
+        id=id_,
+        cause=cause,
+        confidence=RAISER_CONFIDENCE,
+        changes=(Change(kind="package", name=dist, value=ANOTHER_RELEASE),),
+        why=why,
+        references=("https://en.cppreference.com/w/cpp/error/terminate",),
+        rule=None,
+    )
 
 
 def engine_release(
