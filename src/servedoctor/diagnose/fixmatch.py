@@ -55,7 +55,7 @@ def _is_number(value: str) -> bool:
 
 def _is_path(value: str) -> bool:
     """A filesystem path or a search path (``/tmp/triton``, ``/opt/lib:$LD_LIBRARY_PATH``)."""
-    return re.match(r"^\s*(?:/|~/|\$\w+/|<[^>]*>/?)", value) is not None
+    return re.match(r"^\s*(?:/|~/|\$\{?\w+\}?/|<[^>]*>/?)", value) is not None
 
 
 #: Linux network interface names (eth0, enp73s0, ens5, ib0, bond0, eno1, wlp2s0)
