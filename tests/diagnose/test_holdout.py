@@ -77,6 +77,7 @@ TARGETS = {
     "holdout55": (12, 0.58, 0.41, 0.41),
     "holdout56": (14, 0.64, 0.35, 0.50),
     "holdout57": (17, 0.70, 0.47, 0.58),
+    "holdout58": (18, 0.66, 0.66, 0.55),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -125,6 +126,7 @@ FIX_TARGETS = {
     "holdout55": 0.54,
     "holdout56": 0.69,
     "holdout57": 0.35,
+    "holdout58": 0.20,
 }
 
 
@@ -138,6 +140,7 @@ FIXES = {
     "holdout45": 10,
     "holdout48": 15,
     "holdout57": 14,
+    "holdout58": 10,
 }
 
 
