@@ -177,7 +177,8 @@ def test_no_hypothesis_shows_an_unfilled_placeholder() -> None:
 
     from servedoctor.knowledge.registry import default_registry
 
-    unfilled = re.compile(r"\{[\w:|+*/.-]+\}")
+    # a rule's {group} left in the text; ${NAME} is a variable the command expands when applied
+    unfilled = re.compile(r"(?<!\$)\{[\w:|+*/.-]+\}")
     for rule in default_registry().area("diagnose"):
         for snippet in rule.examples.fires:
             for h in diagnose_text(snippet).hypotheses:
