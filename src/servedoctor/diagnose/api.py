@@ -432,12 +432,13 @@ def diagnose_observations(
         c.name != native.changes[0].name for h in raised_by for c in h.changes
     ):
         raised_by.append(native)
-        if native.id == THROWN_ID and component in (None, "unknown", "model"):
-            # the frames that reached the library (a model registry importing it) are not
-            # where the fault is: the library's build does not fit the install
-            component = "environment"
-        if native.id == THROWN_ID and error_class == "other" and loc.phase in ("startup", "load"):
-            error_class = "abi_mismatch"  # a library that throws while it is imported
+        if native.id == THROWN_ID:
+            if component in (None, "unknown", "model"):
+                # the frames that reached the library (a model registry importing it) are not
+                # where the fault is: the library's build does not fit the install
+                component = "environment"
+            if error_class == "other" and loc.phase in ("startup", "load"):
+                error_class = "abi_mismatch"  # a library that throws while it is imported
     job = failing_job(obs, message, culprit) if error_class in KERNEL_CLASSES else None
     if job is not None:
         if component in (None, "unknown", "environment"):

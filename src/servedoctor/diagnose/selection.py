@@ -87,11 +87,7 @@ def jobs_of(obs: Observations) -> list[Job]:
     for event in obs.events:
         if event.kind != "selection":
             continue
-        chosen = " ".join(
-            str(event.fields[k])
-            for k in ("library", "prefill", "kernel", "method")
-            if k in event.fields
-        )
+        chosen = " ".join(str(event.fields[k]) for k in _NAME_FIELDS if k in event.fields)
         for library in libraries_named(chosen):
             jobs.append(Job(str(event.fields["name"]), library, event.line))
     return jobs

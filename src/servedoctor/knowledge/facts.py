@@ -213,10 +213,14 @@ def package_of_symbol(symbol: str) -> str | None:
     return _package_of_namespace(name)
 
 
-def _package_of_namespace(outer: str) -> str | None:
+def _package_of_namespace(outer: str, *, listed_only: bool = False) -> str | None:
+    """The package of a C++ namespace: the namespace table, else the import name it spells
+    (any name of three letters or more, or ``listed_only`` the names the table lists)."""
     table: dict[str, str | None] = _tables()["symbol_namespaces"]
     if outer in table:
         return table[outer]
+    if listed_only:
+        return distribution_of_module(outer) if is_known_module(outer) else None
     return distribution_of_module(outer) if len(outer) > 2 else None
 
 
@@ -228,11 +232,8 @@ def package_of_cxx_type(type_name: str) -> str | None:
         return None
     if len(parts) > 2 and is_known_module(f"{parts[0]}_{parts[1]}"):
         return distribution_of_module(f"{parts[0]}_{parts[1]}")
-    table: dict[str, str | None] = _tables()["symbol_namespaces"]
-    if parts[0] in table:
-        return table[parts[0]]
     # only listed names: an unlisted namespace may be the program's own
-    return distribution_of_module(parts[0]) if is_known_module(parts[0]) else None
+    return _package_of_namespace(parts[0], listed_only=True)
 
 
 _GFX = re.compile(r"^gfx(?P<major>\d{1,2}?)(?P<minor>[0-9a-f])(?P<step>[0-9a-f])$")
