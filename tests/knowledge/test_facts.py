@@ -16,7 +16,7 @@ from servedoctor.knowledge.facts import (
     package_of_library,
     writable_folder,
 )
-from servedoctor.model import SERVER_BIN, Change
+from servedoctor.model import REMOVE, SERVER_BIN, Change
 
 VLLM = "INFO 05-01 10:00:00 api_server.py:1 vLLM API server version 0.11.0\n"
 
@@ -170,6 +170,10 @@ def test_fix_matching_by_name_by_value_and_by_knob() -> None:
     v1 = {"kind": "env", "name": "VLLM_ATTENTION_BACKEND", "value": "TRITON_ATTN_VLLM_V1"}
     assert same_fix(Change("env", "VLLM_ATTENTION_BACKEND", "TRITON_ATTN"), v1, "vllm")
     assert not same_fix(Change("env", "VLLM_ATTENTION_BACKEND", "FLASHINFER"), v1, "vllm")
+    # a thread's "unset X (…)" is our removal of X; any other word is not
+    unset = {"kind": "env", "name": "ROCR_VISIBLE_DEVICES", "value": "unset (keep HIP's mask)"}
+    assert same_fix(Change("env", "ROCR_VISIBLE_DEVICES", REMOVE), unset, None)
+    assert not same_fix(Change("env", "ROCR_VISIBLE_DEVICES", "0"), unset, None)
 
 
 def test_no_hypothesis_shows_an_unfilled_placeholder() -> None:

@@ -44,8 +44,8 @@ _SAME_VALUE = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float"
 
 def _value_word(value: object) -> str:
     word = str(value).strip().lower()
-    if word in ("remove", "removed", "drop", "<remove>"):
-        return REMOVE  # a thread's "remove the flag" in its own words
+    if word in ("remove", "removed", "drop", "<remove>") or re.match(r"unset\b", word):
+        return REMOVE  # a thread's "remove the flag" or "unset the variable" in its own words
     return _SAME_VALUE.get(word, word)
 
 
