@@ -277,6 +277,16 @@ def test_a_shortened_path_names_a_known_package_and_no_unknown_folder() -> None:
     assert distribution_of_path("/home/u/flashinfer/comm/mnnvl.py") is None
 
 
+def test_a_clone_named_after_its_package_is_that_package() -> None:
+    clone = "/home/u/github/vllm-project/vllm-ascend/vllm_ascend/platform.py"
+    assert distribution_of_path(clone) == "vllm-ascend"
+    assert distribution_of_path("/sgl-workspace/sglang/python/sglang/srt/server.py") == "sglang"
+    assert distribution_of_path("/home/u/AReaL/areal/utils/network.py") == "areal"
+    # a folder that is not a clone of the package below it
+    assert distribution_of_path("/home/u/work/vllm_ascend/platform.py") is None
+    assert distribution_of_path("/home/u/proj/model.py") is None
+
+
 def test_a_refused_flag_or_choice_proposes_the_release_that_accepts_it() -> None:
     old = "INFO 05-01 10:00:00 api_server.py:1 vLLM API server version 0.10.0\n"
     refused = "vllm serve: error: unrecognized arguments: --attention-backend FLASHINFER\n"

@@ -101,9 +101,35 @@ def distribution_of_path(path: str) -> str | None:
     elided = _ELIDED.match(path.strip())
     if elided is not None and is_known_module(elided.group(1)):
         return distribution_of_module(elided.group(1))
+    # a source checkout installed in place: the clone's folder is named after the package
+    # it holds (``vllm-ascend/vllm_ascend/platform.py``, ``AReaL/areal/…``,
+    # ``sglang/python/sglang/…``)
+    checkout = _package_of_checkout(path)
+    if checkout is not None:
+        return checkout
     # a bare extension file (``flash_attn_2_cuda.cpython-310-….so``): its module's owner
     bare = re.match(r"^([A-Za-z_]\w*)\.(?:cpython|abi3)[\w.-]*\.so$", path.strip().split("/")[-1])
     return distribution_of_module(bare.group(1)) if bare else None
+
+
+def _package_of_checkout(path: str) -> str | None:
+    """The package of a file in a clone whose folder bears the package's name."""
+    parts = [p for p in path.strip().replace("\\", "/").split("/") if p][:-1]
+    for i in range(len(parts) - 1, 0, -1):
+        package = parts[i]
+        if not re.fullmatch(r"[A-Za-z_]\w*", package):
+            continue
+        clone = parts[i - 2] if parts[i - 1] in ("python", "src") and i >= 2 else parts[i - 1]
+        if _same_name(clone, package):
+            return distribution_of_module(package)
+    return None
+
+
+def _same_name(folder: str, package: str) -> bool:
+    def norm(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    return len(package) >= 3 and norm(folder) == norm(package)
 
 
 def package_of_library(library: str) -> str | None:
