@@ -285,6 +285,8 @@ def test_a_clone_named_after_its_package_is_that_package() -> None:
     # a folder that is not a clone of the package below it
     assert distribution_of_path("/home/u/work/vllm_ascend/platform.py") is None
     assert distribution_of_path("/home/u/proj/model.py") is None
+    # an extension's file as printed relative to site-packages
+    assert distribution_of_path("lmcache/c_ops.cpython-312-x86_64-linux-gnu.so") == "lmcache"
 
 
 def test_a_refused_flag_or_choice_proposes_the_release_that_accepts_it() -> None:

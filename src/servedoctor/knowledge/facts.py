@@ -107,6 +107,12 @@ def distribution_of_path(path: str) -> str | None:
     checkout = _package_of_checkout(path)
     if checkout is not None:
         return checkout
+    # an extension's file relative to site-packages (``lmcache/c_ops.cpython-312-….so``)
+    relative = re.match(
+        r"^([A-Za-z_]\w*)/(?:[\w.-]+/)*\w+\.(?:cpython|abi3)[\w.-]*\.so$", path.strip()
+    )
+    if relative is not None:
+        return distribution_of_module(relative.group(1))
     # a bare extension file (``flash_attn_2_cuda.cpython-310-….so``): its module's owner
     bare = re.match(r"^([A-Za-z_]\w*)\.(?:cpython|abi3)[\w.-]*\.so$", path.strip().split("/")[-1])
     return distribution_of_module(bare.group(1)) if bare else None
