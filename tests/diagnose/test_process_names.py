@@ -143,3 +143,15 @@ def test_the_engine_settings_class_printed_whole_names_vllm() -> None:
     d = diagnose_text(log)
     assert d.engine == "vllm"
     assert d.extras["flags_in_effect"]["enforce_eager"] == "false"  # a dump of its settings
+
+
+def test_a_native_backtrace_of_the_servers_own_binary_names_it() -> None:
+    abort = (
+        "llama-vocab.cpp:1472: GGML_ASSERT(pc_type == GGUF_TYPE_INT8) failed\n"
+        "/bin/ollama(ggml_abort+0x136)[0x5584c1e66436]\n"
+        "/bin/ollama(+0x116c96a)[0x5584c1f7b96a]\n"
+        "SIGABRT: abort\n"
+    )
+    assert diagnose_text(abort).engine == "ollama"
+    # a frame of another program is not Ollama's
+    assert diagnose_text(abort.replace("/bin/ollama(", "/usr/bin/myapp(")).engine != "ollama"
