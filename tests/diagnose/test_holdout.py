@@ -78,6 +78,7 @@ TARGETS = {
     "holdout56": (14, 0.64, 0.35, 0.50),
     "holdout57": (17, 0.70, 0.47, 0.58),
     "holdout58": (18, 0.66, 0.66, 0.55),
+    "holdout59": (32, 0.68, 0.34, 0.59),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -127,6 +128,7 @@ FIX_TARGETS = {
     "holdout56": 0.69,
     "holdout57": 0.35,
     "holdout58": 0.20,
+    "holdout59": 0.21,
 }
 
 
@@ -141,6 +143,7 @@ FIXES = {
     "holdout48": 15,
     "holdout57": 14,
     "holdout58": 10,
+    "holdout59": 23,
 }
 
 
