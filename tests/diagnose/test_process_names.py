@@ -155,3 +155,13 @@ def test_a_native_backtrace_of_the_servers_own_binary_names_it() -> None:
     assert diagnose_text(abort).engine == "ollama"
     # a frame of another program is not Ollama's
     assert diagnose_text(abort.replace("/bin/ollama(", "/usr/bin/myapp(")).engine != "ollama"
+
+
+def test_ollamas_cli_at_a_prompt_names_it_over_the_llama_cpp_lines_it_embeds() -> None:
+    log = (
+        "❯ ollama run gemma3:4b \n"
+        "Error: 500 Internal Server Error: model failed to load, check ollama server logs\n"
+        "ggml_metal_init: picking default device: Apple M5\n"
+        "ggml_metal_library_init: error: Error Domain=MTLLibraryErrorDomain Code=3\n"
+    )
+    assert diagnose_text(log).engine == "ollama"

@@ -312,3 +312,9 @@ def test_a_refused_flag_or_choice_proposes_the_release_that_accepts_it() -> None
     # a flag the latest SGLang dropped: its spelling changes, not the release
     gone = "launch_server.py: error: unrecognized arguments: --cuda-graph-max-bs 32\n"
     assert not any(c.kind == "package" for c in _changes(gone))
+
+
+def test_a_feature_refused_for_want_of_a_flag_proposes_the_flag_alone() -> None:
+    d = diagnose_text("500 tools param requires --jinja flag\n")
+    assert d.error_class is not None
+    assert ("--jinja", None) in [(c.name, c.value) for h in d.hypotheses for c in h.changes]

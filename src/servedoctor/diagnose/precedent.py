@@ -69,6 +69,8 @@ _ERRORISH = re.compile(
     # check that states what it wanted and what it got
     r"|(?-i:\b[A-Z]\w*(?:Error|Exception)\b)|(?-i:\b[A-Z][A-Z0-9]*_ASSERT\b)"
     r"|\brequires?\b[^\n]{0,120}\bgot\b"
+    # a feature refused because the server was started without a flag ("requires --jinja")
+    r"|\brequires?\s+(?:the\s+)?[`'\"]?--[a-z][\w-]*"
 )
 _QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARN", "WARNING", "NOTICE", "TRACE", "D", "I", "W"})
 
