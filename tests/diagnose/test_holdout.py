@@ -79,6 +79,7 @@ TARGETS = {
     "holdout57": (17, 0.70, 0.47, 0.58),
     "holdout58": (18, 0.66, 0.66, 0.55),
     "holdout59": (32, 0.68, 0.34, 0.59),
+    "holdout60": (26, 0.65, 0.73, 0.69),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -129,6 +130,7 @@ FIX_TARGETS = {
     "holdout57": 0.35,
     "holdout58": 0.20,
     "holdout59": 0.21,
+    "holdout60": 0.58,
 }
 
 
@@ -144,6 +146,7 @@ FIXES = {
     "holdout57": 14,
     "holdout58": 10,
     "holdout59": 23,
+    "holdout60": 17,
 }
 
 
