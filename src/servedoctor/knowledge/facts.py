@@ -92,7 +92,8 @@ def is_known_module(module: str) -> bool:
 
 
 def distribution_of_path(path: str) -> str | None:
-    """The distribution a file under site-packages belongs to (an extension's ``.so``)."""
+    """The distribution a file belongs to: under site-packages, in a clone named after its
+    package, or an extension's ``.so`` named by its module."""
     m = _SITE.search(path)
     if m is not None:
         return distribution_of_module(m.group(1).split(".")[0])
@@ -119,23 +120,22 @@ def distribution_of_path(path: str) -> str | None:
 
 
 def _package_of_checkout(path: str) -> str | None:
-    """The package of a file in a clone whose folder bears the package's name."""
+    """The package of a file in a clone whose folder bears the package's name (the clone
+    nearest the root: a package's own sub-folders may repeat a name)."""
     parts = [p for p in path.strip().replace("\\", "/").split("/") if p][:-1]
-    for i in range(len(parts) - 1, 0, -1):
+    for i in range(1, len(parts)):
         package = parts[i]
-        if not re.fullmatch(r"[A-Za-z_]\w*", package):
+        if len(package) < 3 or not re.fullmatch(r"[A-Za-z_]\w*", package):
             continue
         clone = parts[i - 2] if parts[i - 1] in ("python", "src") and i >= 2 else parts[i - 1]
-        if _same_name(clone, package):
+        if _name_key(clone) == _name_key(package):
             return distribution_of_module(package)
     return None
 
 
-def _same_name(folder: str, package: str) -> bool:
-    def norm(name: str) -> str:
-        return re.sub(r"[-_.]+", "-", name).lower()
-
-    return len(package) >= 3 and norm(folder) == norm(package)
+def _name_key(name: str) -> str:
+    """A project's name as PyPI compares them (vllm-ascend = vllm_ascend = VLLM.Ascend)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def package_of_library(library: str) -> str | None:
