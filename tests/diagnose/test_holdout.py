@@ -80,6 +80,7 @@ TARGETS = {
     "holdout58": (18, 0.66, 0.66, 0.55),
     "holdout59": (32, 0.68, 0.34, 0.59),
     "holdout60": (26, 0.65, 0.73, 0.69),
+    "holdout61": (21, 0.66, 0.42, 0.52),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -131,6 +132,7 @@ FIX_TARGETS = {
     "holdout58": 0.20,
     "holdout59": 0.21,
     "holdout60": 0.58,
+    "holdout61": 0.15,
 }
 
 
@@ -147,6 +149,7 @@ FIXES = {
     "holdout58": 10,
     "holdout59": 23,
     "holdout60": 17,
+    "holdout61": 13,
 }
 
 
