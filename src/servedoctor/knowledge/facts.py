@@ -14,6 +14,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 from servedoctor.datafile import load_yaml
 from servedoctor.model import SERVER_BIN
 
@@ -108,15 +110,13 @@ def distribution_of_path(path: str) -> str | None:
     checkout = _package_of_checkout(path)
     if checkout is not None:
         return checkout
-    # an extension's file relative to site-packages (``lmcache/c_ops.cpython-312-….so``)
-    relative = re.match(
-        r"^([A-Za-z_]\w*)/(?:[\w.-]+/)*\w+\.(?:cpython|abi3)[\w.-]*\.so$", path.strip()
-    )
-    if relative is not None:
-        return distribution_of_module(relative.group(1))
-    # a bare extension file (``flash_attn_2_cuda.cpython-310-….so``): its module's owner
-    bare = re.match(r"^([A-Za-z_]\w*)\.(?:cpython|abi3)[\w.-]*\.so$", path.strip().split("/")[-1])
-    return distribution_of_module(bare.group(1)) if bare else None
+    # an extension file: relative to site-packages (``lmcache/c_ops.cpython-312-….so``), its
+    # first folder's owner; bare (``flash_attn_2_cuda.cpython-310-….so``), its module's owner
+    extension = re.match(r"^(\w+)\.(?:cpython|abi3)[\w.-]*\.so$", path.strip().split("/")[-1])
+    if extension is None:
+        return None
+    folder = re.match(r"^([A-Za-z_]\w*)/", path.strip())
+    return distribution_of_module(folder.group(1) if folder else extension.group(1))
 
 
 def _package_of_checkout(path: str) -> str | None:
@@ -128,14 +128,9 @@ def _package_of_checkout(path: str) -> str | None:
         if len(package) < 3 or not re.fullmatch(r"[A-Za-z_]\w*", package):
             continue
         clone = parts[i - 2] if parts[i - 1] in ("python", "src") and i >= 2 else parts[i - 1]
-        if _name_key(clone) == _name_key(package):
+        if canonicalize_name(clone) == canonicalize_name(package):  # vllm-ascend = vllm_ascend
             return distribution_of_module(package)
     return None
-
-
-def _name_key(name: str) -> str:
-    """A project's name as PyPI compares them (vllm-ascend = vllm_ascend = VLLM.Ascend)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def package_of_library(library: str) -> str | None:
