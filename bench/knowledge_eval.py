@@ -97,8 +97,8 @@ def score(cases: list[dict[str, Any]], outputs: list[dict[str, Any]]) -> dict[st
         inv = inventory(engine) if engine else None
         for change in changes:
             if change.kind == "flag" and inv is not None and change.value != "<remove>":
-                known = inv.resolve(labels.get("engine_version"))
-                tally["flags"][0] += inv.flag(change.name, known) is not None
+                stated = labels.get("engine_version")
+                tally["flags"][0] += inv.accepts_spelling(change.name, stated) is not None
                 tally["flags"][1] += 1
         fix = labels.get("fix")
         if isinstance(fix, dict) and fix.get("kind") in ("flag", "env", "package"):

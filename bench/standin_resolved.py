@@ -62,9 +62,10 @@ def switched_off(fix: dict[str, object], engine: str, version: str | None) -> bo
     inv = inventory(engine)
     if inv is None:
         return False
-    known = inv.resolve(version)
-    flag = inv.flag(str(fix["name"]), known)
-    return flag is not None and flag.type_at(known) == "bool"
+    flag = inv.accepts_spelling(str(fix["name"]), version)
+    if flag is None:
+        return False
+    return flag.type_at(inv.resolve(version)) == "bool" if version else flag.type == "bool"
 
 
 def without_switch(argv: list[str], name: str) -> bool:
@@ -88,9 +89,9 @@ def main() -> int:
     argv = sys.argv[1:]
     inv = inventory(engine)
     if inv is not None:
-        known = inv.resolve(labels.get("engine_version"))
+        stated = labels.get("engine_version")
         for change in settings(argv):
-            if change.kind == "flag" and inv.flag(change.name, known) is None:
+            if change.kind == "flag" and inv.accepts_spelling(change.name, stated) is None:
                 print(f"usage: {engine} [options]", file=sys.stderr)
                 print(f"{engine}: error: unrecognized arguments: {change.name}", file=sys.stderr)
                 return 2

@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
+from llamacpp_args import choices as _cpp_choices
+from llamacpp_args import server_options
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,6 +46,9 @@ VERSIONS: dict[str, list[str]] = {
     "sglang": ["0.4.6", "0.5.1", "0.5.5", "0.5.10", "0.5.15", "0.5.20", "0.5.23"],
     "vllm": ["0.8.5", "0.10.0", "0.11.0", "0.15.0", "0.20.0", "0.26.0", "0.33.0"],
     "transformers": ["5.0.0", "5.10.0", "5.24.0"],
+    # llama.cpp publishes no Python package; the llama-cpp-python sdists vendor its source
+    # (vendor/llama.cpp), so these are the llama.cpp trees of those uploads
+    "llamacpp": ["0.3.4", "0.3.9", "0.3.16", "0.3.20", "0.3.28", "0.3.36"],
 }
 SOURCES: dict[str, str] = {
     "sglang": "sglang/srt/server_args.py and sglang/srt/arg_groups/fields/*.py "
@@ -52,7 +57,14 @@ SOURCES: dict[str, str] = {
     "(static read of the released wheels)",
     "transformers": "transformers/cli/serve.py, the `transformers serve` typer options "
     "(static read of the released wheels)",
+    "llamacpp": "llama.cpp's common/arg.cpp, the options offered to llama-server, as vendored in "
+    "the llama-cpp-python sdists (static read of the C++); a version is the date of the sdist "
+    "that carried that tree (llama.cpp's own build numbers are not in the source)",
 }
+#: engines whose inventory versions are labelled by the upload date of what was read
+DATE_LABELLED = {"llamacpp"}
+#: files other than Python modules that a reader opens
+OTHER_MEMBERS = ("/common/arg.cpp",)
 
 
 class Unresolved:
@@ -78,6 +90,7 @@ class Flag:
     help: str = ""
     deprecated: bool = False
     replacement: str | None = None
+    removed: bool = False  # the parser knows the name only to refuse it
 
     @property
     def canonical(self) -> str:
@@ -111,13 +124,13 @@ class ArchiveSource:
             zf = zipfile.ZipFile(archive)
             self._zip: zipfile.ZipFile | None = zf
             for name in zf.namelist():
-                if name.endswith(".py"):
+                if name.endswith((".py", *OTHER_MEMBERS)):
                     self._files[name] = functools.partial(zf.read, name)
         else:
             self._zip = None
             with tarfile.open(archive) as tf:
                 for member in tf.getmembers():
-                    if not member.isfile() or not member.name.endswith(".py"):
+                    if not member.isfile() or not member.name.endswith((".py", *OTHER_MEMBERS)):
                         continue
                     # sdist members are <name>-<version>/[src/]<package path>
                     rel = member.name.split("/", 1)[1] if "/" in member.name else member.name
@@ -1341,10 +1354,37 @@ def read_transformers(res: Resolver) -> list[Flag]:
     return flags
 
 
+def read_llamacpp(res: Resolver) -> list[Flag]:
+    """llama-server's options from the vendored llama.cpp's ``common/arg.cpp``."""
+    text = res.source.read("vendor/llama.cpp/common/arg.cpp")
+    if text is None:
+        raise RuntimeError("vendor/llama.cpp/common/arg.cpp not in the sdist")
+    flags: list[Flag] = []
+    for opt in server_options(text):
+        negatable = len(opt.negated) == 1 and any(
+            opt.negated[0] == "--no-" + n.removeprefix("--") for n in opt.names
+        )
+        names = opt.names if negatable else [*opt.names, *opt.negated]
+        longs = [n for n in names if n.startswith("--")]
+        flags.append(
+            Flag(
+                names=[*longs, *[n for n in names if n not in longs]],
+                type=opt.type,
+                choices=_cpp_choices(opt.value_hint),
+                negatable=negatable,
+                help=opt.help[:HELP_LEN],
+                replacement=opt.replacement,
+                removed=opt.removed,
+            )
+        )
+    return flags
+
+
 READERS: dict[str, tuple[str, Callable[[Resolver], list[Flag]]]] = {
     "sglang": ("sglang", read_sglang),
     "vllm": ("vllm", read_vllm),
     "transformers": ("transformers", read_transformers),
+    "llamacpp": ("llama-cpp-python", read_llamacpp),
 }
 
 
@@ -1378,6 +1418,7 @@ def dedupe(flags: list[Flag]) -> list[Flag]:
         if prev is not None:
             f.names = [*f.names, *[n for n in prev.names if n not in f.names]]
             f.deprecated = f.deprecated or prev.deprecated
+            f.removed = f.removed and prev.removed
             f.replacement = f.replacement or prev.replacement
             if not f.help:
                 f.help = prev.help
@@ -1446,7 +1487,10 @@ def build(engine: str, versions: list[str], cache: Path, index: str, keep: bool)
     names = sorted({n for table in per_version.values() for n in table})
     records: list[dict[str, Any]] = []
     for name in names:
-        present = [v for v in versions if name in per_version[v]]
+        seen = [v for v in versions if name in per_version[v]]
+        present = [v for v in seen if not per_version[v][name].removed]
+        if not present:
+            continue  # only ever a name the parser refuses
         latest = per_version[present[-1]][name]
         rec: dict[str, Any] = {
             "name": name,
@@ -1462,7 +1506,7 @@ def build(engine: str, versions: list[str], cache: Path, index: str, keep: bool)
             "replacement": next(
                 (
                     per_version[v][name].replacement
-                    for v in reversed(present)
+                    for v in reversed(seen)
                     if per_version[v][name].replacement
                 ),
                 None,
@@ -1490,13 +1534,45 @@ def build(engine: str, versions: list[str], cache: Path, index: str, keep: bool)
         if by_alias:
             rec["aliases_by_version"] = by_alias
         records.append(rec)
-    return {
+    doc = {
         "engine": engine,
         "generated_by": SCRIPT,
         "source": SOURCES[engine],
         "versions": [{"version": v, "released": dates.get(v)} for v in versions],
         "flags": records,
     }
+    return relabel_by_date(doc, READERS[engine][0]) if engine in DATE_LABELLED else doc
+
+
+def relabel_by_date(doc: dict[str, Any], package: str) -> dict[str, Any]:
+    """Name each version by the upload date of the package release it was read from
+    (``2025.8.15``, which orders like the dates), keeping that release as ``read_from``."""
+    label: dict[str, str] = {}
+    for entry in doc["versions"]:
+        released = entry["released"]
+        if released is None:
+            raise RuntimeError(f"no upload date for {package} {entry['version']}")
+        year, month, day = (int(x) for x in released.split("-"))
+        label[entry["version"]] = f"{year}.{month}.{day}"
+    doc["versions"] = [
+        {
+            "version": label[e["version"]],
+            "released": e["released"],
+            "read_from": f"{package} {e['version']}",
+        }
+        for e in doc["versions"]
+    ]
+    # a log cannot be tied to one of these releases: an unstated one may be any of them
+    doc["unknown_version"] = "any"
+    order = ("engine", "generated_by", "source", "unknown_version", "versions", "flags")
+    doc = {k: doc[k] for k in order}
+    for rec in doc["flags"]:
+        rec["versions"] = [label[v] for v in rec["versions"]]
+        rec["deprecated_in"] = [label[v] for v in rec["deprecated_in"]]
+        for key in ("choices_by_version", "type_by_version", "aliases_by_version"):
+            if key in rec:
+                rec[key] = {label[v]: x for v, x in rec[key].items()}
+    return doc
 
 
 class _Dumper(yaml.SafeDumper):
@@ -1509,7 +1585,7 @@ def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
 
 
 def _represent_dict(dumper: yaml.SafeDumper, data: dict[str, Any]) -> yaml.Node:
-    flow = "version" in data and "released" in data and len(data) == 2
+    flow = "version" in data and "released" in data and len(data) <= 3
     return dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=flow)
 
 

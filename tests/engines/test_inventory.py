@@ -16,7 +16,7 @@ def _inv(engine: str) -> Inventory:
 
 
 def test_known_inventories() -> None:
-    assert set(known_inventories()) >= {"sglang", "vllm", "transformers"}
+    assert set(known_inventories()) >= {"sglang", "vllm", "transformers", "llamacpp"}
     assert inventory("no-such-engine") is None
 
 
@@ -152,6 +152,41 @@ def test_transformers_serve() -> None:
     port = inv.flag("--port")
     assert port is not None and port.type == "int" and port.default == "8000"
     assert inv.has("--cb-block-size", "5.24.0") and not inv.has("--cb-block-size", "5.0.0")
+
+
+def test_llamacpp_server_options_across_builds() -> None:
+    """llama-server's options read from the llama.cpp trees the llama-cpp-python sdists carry."""
+    inv = _inv("llamacpp")
+    assert inv.unknown_version == "any" and len(inv.versions) >= 5
+    assert all(
+        v.read_from and v.read_from.startswith("llama-cpp-python ") for v in inv.versions_read
+    )
+    for ver in inv.versions:
+        for name in ("--ctx-size", "-c", "--port", "-ngl", "--parallel", "--ubatch-size"):
+            assert inv.has(name, ver), (name, ver)
+    # -fa was a switch before it took on|off|auto
+    fa = inv.flag("-fa")
+    assert fa is not None and fa.name == "--flash-attn"
+    first, latest = inv.versions[0], inv.latest
+    assert fa.type_at(first) == "bool" and fa.choices_at(latest) == ["on", "off", "auto"]
+    # the draft flags were removed, the parser naming their replacement
+    assert inv.has("--draft-max", "2025.8.15") and not inv.has("--draft-max", latest)
+    assert inv.replacement("--draft-max") == "--spec-draft-n-max"
+    assert inv.replacement("--draft-max", "2025.8.15") is None  # that build still has it
+    # --no-mmap went with --load-mode: unknown for the latest build, known for an unstated one
+    assert not inv.has("--no-mmap", latest) and inv.has("--no-mmap", "2025.8.15")
+    assert inv.accepts_spelling("--no-mmap", None) is not None
+    assert inv.accepts_spelling("--no-mmap", latest) is None
+    assert inv.accepts_spelling("--no-mmap", "b6123") is not None  # a build number says nothing
+    assert inv.accepts_spelling("--no-such-option", None) is None
+
+
+def test_a_refused_spelling_of_a_flag_the_release_has_is_respelled() -> None:
+    sglang = _inv("sglang")
+    # SGLang's parser does not fold underscores into dashes as vLLM's does
+    assert sglang.replacement("--reasoning_parser", "0.5.5") == "--reasoning-parser"
+    assert sglang.replacement("--reasoning-parser", "0.5.5") is None
+    assert sglang.replacement("--no-such-flag") is None
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])

@@ -66,6 +66,8 @@ def test_every_knob_spelled_for_each_release_exists_in_that_release(engine: str)
                 continue
             flag = inv.flag(change.name, known)
             assert flag is not None, f"{engine} {version}: {knob_id} → {change.name}"
+            if change.value is not None:  # a switch is never given a value
+                assert flag.type_at(known) != "bool" or flag.nargs, f"{engine} {version}: {change}"
             choices = flag.choices_at(known)
             if choices and change.value is not None:
                 assert change.value in choices, f"{engine} {version}: {change}"

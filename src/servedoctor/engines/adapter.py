@@ -206,7 +206,11 @@ def _choice_ok(engine: str | None, version: str | None, spelling: Spelling, word
         return True
     known = inv.resolve(version)
     flag = inv.flag(spelling.flag, known)
-    choices = flag.choices_at(known) if flag is not None else None
+    if flag is None:
+        return True
+    if flag.type_at(known) == "bool" and flag.nargs is None:
+        return False  # a switch in this release (llama.cpp's -fa before it took on|off|auto)
+    choices = flag.choices_at(known)
     return choices is None or word in choices
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
+from typing import Literal
 
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
@@ -20,6 +21,10 @@ INVENTORY_DIR = Path(__file__).parent / "inventory"
 
 #: the release number in a version as people write it ("0.5.3.post1", "v0.10.1", "vllm 0.9.2")
 _RELEASE = re.compile(r"(?<![\w.])[vV]?(\d+(?:\.\d+)+(?:[.+-]?[A-Za-z]+\d*)*(?:\+\S+)?)")
+
+
+#: a date-labelled release (``2025.8.15``)
+_DATE = re.compile(r"20\d\d\.\d{1,2}\.\d{1,2}")
 
 
 def _version(text: str) -> Version | None:
@@ -53,6 +58,9 @@ class InventoryVersion(BaseModel):
 
     version: str
     released: str | None = None
+    # where a version is not a release of the engine's own (llama.cpp: the date of the
+    # llama-cpp-python sdist whose vendored tree was read), the package release read
+    read_from: str | None = None
 
 
 class InventoryFlag(BaseModel):
@@ -111,6 +119,10 @@ class Inventory(BaseModel):
     engine: str
     generated_by: str
     source: str
+    # what a release nobody stated is taken to be: "latest" where logs state the release
+    # (vLLM, SGLang); "any" where they cannot be tied to a release read (llama.cpp's build
+    # numbers), so a flag some release has is not refused for an older build
+    unknown_version: Literal["latest", "any"] = "latest"
     versions_read: list[InventoryVersion] = Field(alias="versions")
     flags: list[InventoryFlag]
     _by_spelling: dict[str, list[InventoryFlag]] = PrivateAttr(default_factory=dict)
@@ -169,8 +181,39 @@ class Inventory(BaseModel):
                 return candidate
         return None
 
+    def replacement(self, spelling: str, version: str | None = None) -> str | None:
+        """The spelling (resolved) ``version`` takes instead of a refused ``spelling``: its own
+        spelling of the same flag (``--reasoning-parser`` for ``--reasoning_parser``, which a
+        parser without vLLM's underscore folding refuses), or the one a release named when it
+        deprecated or removed it (llama.cpp: "the argument has been removed. use
+        --spec-draft-n-max"), where that release has it; None otherwise."""
+        ver = self.resolve(version)
+        same = self.flag(spelling, ver)
+        if same is not None:  # the parser refused this exact spelling of a flag it has
+            written = spelling.split("=", 1)[0]
+            exact = [s for s in same.spellings(ver) if _normalize(s) == _normalize(written)]
+            return exact[0] if exact and written not in exact else None
+        for record in self._by_spelling.get(_normalize(spelling), ()):
+            if record.replacement is None:
+                continue
+            new = self.flag(record.replacement, ver)
+            if new is not None and new is not record:
+                return new.name
+        return None
+
     def has(self, spelling: str, version: str | None = None) -> bool:
         return self.flag(spelling, version) is not None
+
+    def accepts_spelling(self, spelling: str, version: str | None) -> InventoryFlag | None:
+        """The flag ``spelling`` selects in ``version``; with the release unknown and the
+        inventory's ``unknown_version: any`` (where a version is a date, a build number or
+        other words say nothing), in the newest release read that has it."""
+        if self.unknown_version == "any" and not _DATE.fullmatch((version or "").strip()):
+            for known in reversed(self.versions):
+                if (found := self.flag(spelling, known)) is not None:
+                    return found
+            return None
+        return self.flag(spelling, version)
 
     def first_accepting(
         self, spelling: str, value: str | None = None, installed: str | None = None
