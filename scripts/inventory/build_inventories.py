@@ -1492,9 +1492,15 @@ def build(engine: str, versions: list[str], cache: Path, index: str, keep: bool)
         if not present:
             continue  # only ever a name the parser refuses
         latest = per_version[present[-1]][name]
+
+        def aliases(flag: Flag, key: str = name) -> list[str]:
+            # every other string the release accepts, its own canonical one included where
+            # a later release renamed the flag (-nkvo/--no-kv-offload became --kv-offload's)
+            return [n for n in flag.names if n != key]
+
         rec: dict[str, Any] = {
             "name": name,
-            "aliases": latest.aliases,
+            "aliases": aliases(latest),
             "type": latest.type,
             "choices": latest.choices,
             "default": latest.default,
@@ -1523,9 +1529,9 @@ def build(engine: str, versions: list[str], cache: Path, index: str, keep: bool)
             if per_version[v][name].type != latest.type
         }
         by_alias = {
-            v: per_version[v][name].aliases
+            v: aliases(per_version[v][name])
             for v in present
-            if per_version[v][name].aliases != latest.aliases
+            if aliases(per_version[v][name]) != aliases(latest)
         }
         if by_choice:
             rec["choices_by_version"] = by_choice

@@ -289,7 +289,10 @@ def translate(
     if engine is not None and engine == source_engine:
         if kind == "flag":
             inv = inventory(engine)
-            if inv is not None:
+            if inv is not None and inv.unknown_version == "any":
+                if inv.accepts_spelling(name, version) is None:  # builds no log dates
+                    return None
+            elif inv is not None:
                 # an unknown release may be any: the flag must be in every release read
                 releases = [inv.resolve(version)] if version else list(inv.versions)
                 if any(inv.flag(name, v) is None for v in releases):
