@@ -318,3 +318,48 @@ def test_a_feature_refused_for_want_of_a_flag_proposes_the_flag_alone() -> None:
     d = diagnose_text("500 tools param requires --jinja flag\n")
     assert d.error_class is not None
     assert ("--jinja", None) in [(c.name, c.value) for h in d.hypotheses for c in h.changes]
+
+
+def test_a_refused_spelling_gets_the_spelling_the_release_has_with_the_same_value() -> None:
+    # a parser that does not fold '_' into '-' (SGLang's) refuses the underscore spelling
+    sglang = "launch_server.py: error: unrecognized arguments: --reasoning_parser kimi_k2\n"
+    changes = _changes(sglang)
+    assert Change("flag", "--reasoning-parser", "kimi_k2") in changes
+    assert not any(c.kind == "package" for c in changes)  # no release accepts that spelling
+    # llama.cpp removed a flag and named its successor; the command gave the value
+    removed = (
+        'error while handling argument "--draft-max": the argument has been removed. '
+        "use --spec-draft-n-max or --spec-ngram-mod-n-max\n"
+    )
+    d = diagnose_text(removed, engine="llamacpp", command_flags={"--draft-max": "16"})
+    assert Change("flag", "--spec-draft-n-max", "16") in [
+        c for h in d.hypotheses for c in h.changes
+    ]
+
+
+def test_a_package_s_own_raise_and_a_call_into_a_class_named_after_it_name_that_package() -> None:
+    # uvloop usually passes calls through; here its own raise statement threw
+    uvloop = (
+        "Traceback (most recent call last):\n"
+        '  File "/ws/python/sglang/srt/entrypoints/engine.py", line 204, in generate\n'
+        "    loop = asyncio.get_event_loop()\n"
+        '  File "/usr/local/lib/python3.10/dist-packages/uvloop/__init__.py", line 206, in '
+        "get_event_loop\n"
+        "    raise RuntimeError(\n"
+        "RuntimeError: There is no current event loop in thread 'MainThread'.\n"
+    )
+    assert "uvloop" in [c.name for c in _changes(uvloop) if c.kind == "package"]
+    # a RuntimeError a native call raised under a pass-through frame names nobody
+    native = uvloop.replace("    raise RuntimeError(\n", "    return _get_loop()\n")
+    assert "uvloop" not in [c.name for c in _changes(native) if c.kind == "package"]
+    # no frame: the class is named after the package whose API changed
+    call = "TypeError: nixl_agent_config.__init__() got an unexpected keyword argument 'x'\n"
+    assert "nixl" in [c.name for c in _changes(call) if c.kind == "package"]
+    unknown = "TypeError: my_config.__init__() got an unexpected keyword argument 'x'\n"
+    assert not [c for c in _changes(unknown) if c.kind == "package"]
+
+
+def test_a_value_above_the_setting_that_caps_it_raises_that_setting() -> None:
+    assert Change("flag", "--max-lora-rank", "64") in _changes(
+        VLLM + "ValueError: LoRA rank 64 is greater than max_lora_rank 16.\n"
+    )

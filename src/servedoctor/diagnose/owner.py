@@ -64,6 +64,10 @@ RELEASE_CLASSES = frozenset(
 )
 
 
+#: the frame's own statement raised the exception (not a native call failing under it)
+_RAISE_STATEMENT = re.compile(r"^\s*raise\s+\w")
+
+
 @dataclass(frozen=True, slots=True)
 class Raiser:
     distribution: str
@@ -71,10 +75,14 @@ class Raiser:
 
 
 def raiser(frames: tuple[Frame, ...]) -> Raiser | None:
-    """The innermost frame under site-packages whose package does not only pass calls on."""
-    for frame in reversed(frames):
+    """The innermost frame under site-packages whose package does not only pass calls on;
+    a package that usually does (uvloop, torch) counts when its own ``raise`` statement is
+    the innermost frame."""
+    for depth, frame in enumerate(reversed(frames)):
         dist = distribution_of_path(frame.file.replace("\\", "/"))
-        if dist is None or passes_through(dist):
+        if dist is None:
+            continue
+        if passes_through(dist) and not (depth == 0 and _RAISE_STATEMENT.match(frame.code)):
             continue
         return Raiser(dist, frame)
     return None
@@ -87,11 +95,15 @@ _NOT_MODULES = frozenset({"self", "cls", "super"})
 
 def callee_package(frames: tuple[Frame, ...], message: str) -> Raiser | None:
     """The package of the function a ``TypeError`` about arguments names, when the frame that
-    called it spells ``module.Class.method(``: the caller was written for another API."""
+    called it spells ``module.Class.method(``: the caller was written for another API. With
+    no frame, a class named after a package it belongs to (``nixl_agent_config.__init__()``
+    → nixl) says the same."""
     m = _CALLEE.search(message)
-    if m is None or not frames:
+    if m is None:
         return None
     qual = m.group("qual")
+    if not frames:
+        return _named_after_package(qual)
     inner = frames[-1]
     call = re.search(r"(?<![\w.])([A-Za-z_]\w*)\." + re.escape(qual) + r"\s*\(", inner.code)
     if call is None or call.group(1) in _NOT_MODULES:
@@ -101,6 +113,29 @@ def callee_package(frames: tuple[Frame, ...], message: str) -> Raiser | None:
         return None  # ``obj.method(`` may be any object; ``module.Class.method(`` is a module
     dist = distribution_of_module(module)
     return Raiser(dist, inner) if dist and not passes_through(dist) else None
+
+
+def _named_after_package(qual: str) -> Raiser | None:
+    """``pkg_thing.method`` or ``pkg.Thing.method`` whose first word is an import name the
+    package table lists (words shorter than four letters say too little)."""
+    head = qual.split(".")[0]
+    word = head if is_known_module(head) else head.split("_")[0]
+    if len(word) < 4 or not is_known_module(word):
+        return None
+    dist = distribution_of_module(word)
+    if dist is None or passes_through(dist):
+        return None
+    return Raiser(dist, Frame(file="", line=0, func=qual, code=""))
+
+
+def _raised_by_its_code(found: Raiser | None, exc_type: str | None) -> bool:
+    """A ``RuntimeError`` that a third-party package's own ``raise`` statement threw: that
+    package refused the way it is used (uvloop's "no current event loop")."""
+    return (
+        found is not None
+        and str(exc_type or "").rsplit(".", 1)[-1] == "RuntimeError"
+        and bool(_RAISE_STATEMENT.match(found.frame.code))
+    )
 
 
 def owner_hypotheses(
@@ -113,16 +148,17 @@ def owner_hypotheses(
 ) -> list[Hypothesis]:
     """The raising package's release (an API error in a third-party package), or the package
     whose API the engine's own call no longer fits."""
-    if not is_api_error(exc_type):
-        return []
     engine_dist = engine_distribution(engine)
     found = raiser(frames)
+    if not is_api_error(exc_type) and not _raised_by_its_code(found, exc_type):
+        return []
     called = None
     if found is None or found.distribution == engine_dist:
         found = called = callee_package(frames, message)
     if found is None or found.distribution == engine_dist:
         return []
-    where = f"{found.frame.file.replace(chr(92), '/').split('-packages/')[-1]}:{found.frame.func}"
+    file = found.frame.file.replace(chr(92), "/").split("-packages/")[-1]
+    where = f"{file}:{found.frame.func}" if file else found.frame.func
     wanted = required_by(engine, engine_version)
     cause = (
         f"The call at {where} does not fit the installed {found.distribution}'s API "

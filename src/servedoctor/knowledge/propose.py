@@ -18,7 +18,12 @@ from servedoctor.engines.spec import engine_distribution
 from servedoctor.knowledge.facts import is_system_package
 from servedoctor.knowledge.knobs import fill, free_port, knob, vocabulary
 from servedoctor.knowledge.schema import ChangeSpec
-from servedoctor.knowledge.versionwords import LATEST_RELEASE, release_before, release_from
+from servedoctor.knowledge.versionwords import (
+    LATEST_RELEASE,
+    build_from,
+    release_before,
+    release_from,
+)
 from servedoctor.model import REMOVE, Change
 
 
@@ -85,9 +90,11 @@ def release_accepting(flag: str, value: str | None, setting: Setting) -> str | N
     inventory: the first release that has it, when the installed one does not; the latest
     when the flag takes names from a registry (parsers, backends) that grows per release."""
     inv = inventory(setting.engine) if setting.engine else None
-    if inv is None:
-        return None
+    if inv is None or inv.replacement(flag, setting.version) is not None:
+        return None  # the release has the flag under another spelling: no release to move to
     first = inv.first_accepting(flag, value, setting.version)
+    if first is not None and inv.unknown_version == "any":
+        return build_from(inv.released(first) or first)  # a date-labelled build (llama.cpp)
     if first is not None:
         return release_from(first)
     found = inv.flag(flag, setting.version)
@@ -110,6 +117,11 @@ def _lookup(
     if key == "release_accepting" and groups and ("unknown" in groups or "choice" in groups):
         # a flag the parser did not know, or a choice it did not list
         return release_accepting(groups["flag"], groups.get("choice"), setting)
+    if key == "replacement" and groups and "flag" in groups:
+        inv = inventory(setting.engine) if setting.engine else None
+        return inv.replacement(groups["flag"], setting.version) if inv is not None else None
+    if key == "refused_value" and groups and "flag" in groups:  # what the command gave it
+        return groups.get("value") or setting.value_of(groups["flag"])
     if key == "current":
         return setting.value_of(target) if target else None
     if key.startswith("flag:"):
@@ -209,7 +221,7 @@ def _flag_exists(name: str, setting: Setting, value: str | None) -> bool:
     inv = inventory(setting.engine) if setting.engine else None
     if inv is None:
         return True
-    flag = inv.flag(name, setting.version)
+    flag = inv.accepts_spelling(name, setting.version)
     return flag is not None and (value is not None or flag.type == "bool" or flag.nargs == "0")
 
 

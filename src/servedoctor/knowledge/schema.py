@@ -94,8 +94,11 @@ class ChangeSpec(_Strict):
     value: str | None = Field(
         default=None,
         description="may hold {group} (text the rule captured), {current±step} (the knob's "
-        "setting in effect, shifted), {flag:name±step} (a flag in effect) or {release_before} "
-        "(the engine's release before the one the log states)",
+        "setting in effect, shifted), {flag:name±step} (a flag in effect), {release_before} "
+        "(the engine's release before the one the log states), {release_accepting} (the "
+        "first release whose parser takes a refused {flag}), {replacement} (the spelling a "
+        "release gave a refused {flag} when it renamed or removed it) or {refused_value} "
+        "(the value the command gave that flag)",
     )
     default: str | None = Field(default=None, description="value when a placeholder is unknown")
     cause: str = Field(description="the hypothesis this change tests, in one sentence")

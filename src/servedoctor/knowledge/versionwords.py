@@ -13,6 +13,7 @@ __all__ = [
     "ANOTHER_RELEASE",
     "LATEST_RELEASE",
     "VersionWords",
+    "build_from",
     "read",
     "release_after",
     "release_before",
@@ -29,6 +30,7 @@ _WORDS: tuple[tuple[Kind, re.Pattern[str]], ...] = (
     ("before", re.compile(r"^the release before (?P<version>\S+)$")),
     ("after", re.compile(r"^the release after (?P<version>\S+)$")),
     ("from", re.compile(r"^(?P<version>\d\S*) or later$")),
+    ("from", re.compile(r"^a build from (?P<version>\d\S*) or later$")),
     ("latest", re.compile(r"^the latest release$")),
     ("another", re.compile(r"^another release$")),
     ("required", re.compile(r"^the version (?:the server|[\w.-]+(?: \S+)?) requires$")),
@@ -46,6 +48,11 @@ def release_after(version: str) -> str:
 def release_from(version: str) -> str:
     """A release that has something ``version`` introduced: it or any later one."""
     return f"{version} or later"
+
+
+def build_from(day: str) -> str:
+    """A build of a server that has no numbered releases (llama.cpp): that day's or later."""
+    return f"a build from {day} or later"
 
 
 def required_by(engine: str | None, version: str | None) -> str:
