@@ -264,3 +264,22 @@ def test_running_compiled_code_is_not_compiling_it() -> None:
     assert diagnose_text(frames + "\n").phase == "memory_setup"
     compiling = frames.replace("output_code.py", "compile_fx.py").replace("__call__", "fx_codegen")
     assert diagnose_text(compiling + "\n").phase == "graph_capture"
+
+
+def test_a_request_parameter_in_the_message_dates_it_to_serving() -> None:
+    for line in (
+        '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set\n',
+        "VLLMValidationError: top_p must be in (0, 1], got 0. (parameter=top_p, value=0)\n",
+    ):
+        assert diagnose_text(line).phase == "serving", line
+
+
+def test_a_checkpoint_s_weights_architecture_or_tokenizer_in_the_message_dates_it_to_load() -> None:
+    for line in (
+        "TypeError: load_lora_weights() missing 1 required positional argument: 'adapter_id'\n",
+        "RuntimeError: Can not found rewrite for architectures: ['Qwen2VLForConditionalGeneration']\n",
+        "ValueError: Tokenizer class FooTokenizer does not exist or is not currently imported.\n",
+    ):
+        assert diagnose_text(line).phase == "load", line
+    # a request's tool choice is not its checkpoint
+    assert diagnose_text("ValueError: tool_choice must be auto\n").phase == "serving"
