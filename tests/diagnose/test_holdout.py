@@ -81,6 +81,7 @@ TARGETS = {
     "holdout59": (32, 0.68, 0.34, 0.59),
     "holdout60": (26, 0.65, 0.73, 0.69),
     "holdout61": (21, 0.66, 0.42, 0.52),
+    "holdout62": (18, 0.77, 0.66, 0.62),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -133,6 +134,7 @@ FIX_TARGETS = {
     "holdout59": 0.21,
     "holdout60": 0.58,
     "holdout61": 0.15,
+    "holdout62": 0.38,
 }
 
 
@@ -150,6 +152,7 @@ FIXES = {
     "holdout59": 23,
     "holdout60": 17,
     "holdout61": 13,
+    "holdout62": 13,
 }
 
 
