@@ -219,10 +219,16 @@ def _flag_exists(name: str, setting: Setting, value: str | None) -> bool:
     """The engine has the flag (any flag, when its inventory is unknown); a flag that takes
     a value is not proposed without one."""
     inv = inventory(setting.engine) if setting.engine else None
-    if inv is None:
-        return True
+    if inv is None or _a_fork(setting):
+        return True  # a fork (ik_llama.cpp) has flags of its own
     flag = inv.accepts_spelling(name, setting.version)
     return flag is not None and (value is not None or flag.type == "bool" or flag.nargs == "0")
+
+
+def _a_fork(setting: Setting) -> bool:
+    """The log names a build of the engine that is not its own distribution."""
+    own = engine_distribution(setting.engine) if setting.engine else None
+    return setting.package is not None and own is not None and setting.package != own
 
 
 def already_in_effect(change: Change, setting: Setting) -> bool:
