@@ -187,6 +187,10 @@ def test_a_refused_spelling_of_a_flag_the_release_has_is_respelled() -> None:
     assert sglang.replacement("--reasoning_parser", "0.5.5") == "--reasoning-parser"
     assert sglang.replacement("--reasoning-parser", "0.5.5") is None
     assert sglang.replacement("--no-such-flag") is None
+    # the same words in another order: the one flag that has them
+    assert _inv("llamacpp").replacement("--draft-model") == "--model-draft"
+    assert _inv("vllm").replacement("--model-max-len") == "--max-model-len"
+    assert _inv("vllm").replacement("--port") is None
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])

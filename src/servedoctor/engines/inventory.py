@@ -186,7 +186,8 @@ class Inventory(BaseModel):
         spelling of the same flag (``--reasoning-parser`` for ``--reasoning_parser``, which a
         parser without vLLM's underscore folding refuses), or the one a release named when it
         deprecated or removed it (llama.cpp: "the argument has been removed. use
-        --spec-draft-n-max"), where that release has it; None otherwise."""
+        --spec-draft-n-max"), where that release has it, or its one flag with the same words
+        in another order; None otherwise."""
         ver = self.resolve(version)
         same = self.flag(spelling, ver)
         if same is not None:  # the parser refused this exact spelling of a flag it has
@@ -199,7 +200,23 @@ class Inventory(BaseModel):
             new = self.flag(record.replacement, ver)
             if new is not None and new is not record:
                 return new.name
-        return None
+        return self._reordered(spelling, ver)
+
+    def _reordered(self, spelling: str, version: str) -> str | None:
+        """The one long spelling ``version`` has with the same words in another order
+        (``--draft-model`` for ``--model-draft``), a slip its parser does not forgive."""
+        words = sorted(_normalize(spelling).removeprefix("--").split("-"))
+        if len(words) < 2:
+            return None
+        found = {
+            s
+            for f in self.flags
+            if f.exists_in(version)
+            for s in f.spellings(version)
+            if s.startswith("--") and sorted(s[2:].split("-")) == words
+        }
+        found.discard(_normalize(spelling))
+        return found.pop() if len(found) == 1 else None
 
     def has(self, spelling: str, version: str | None = None) -> bool:
         return self.flag(spelling, version) is not None
