@@ -351,7 +351,8 @@ def test_a_package_s_own_raise_and_a_call_into_a_class_named_after_it_name_that_
     assert "uvloop" in [c.name for c in _changes(uvloop) if c.kind == "package"]
     # a RuntimeError a native call raised under a pass-through frame names nobody
     native = uvloop.replace("    raise RuntimeError(\n", "    return _get_loop()\n")
-    assert "uvloop" not in [c.name for c in _changes(native) if c.kind == "package"]
+    owners = [h for h in diagnose_text(native).hypotheses if h.id.startswith("OWNER")]
+    assert "uvloop" not in [c.name for h in owners for c in h.changes]
     # no frame: the class is named after the package whose API changed
     call = "TypeError: nixl_agent_config.__init__() got an unexpected keyword argument 'x'\n"
     assert "nixl" in [c.name for c in _changes(call) if c.kind == "package"]
@@ -362,4 +363,14 @@ def test_a_package_s_own_raise_and_a_call_into_a_class_named_after_it_name_that_
 def test_a_value_above_the_setting_that_caps_it_raises_that_setting() -> None:
     assert Change("flag", "--max-lora-rank", "64") in _changes(
         VLLM + "ValueError: LoRA rank 64 is greater than max_lora_rank 16.\n"
+    )
+
+
+def test_a_feature_named_in_words_is_the_switch_an_engine_has_for_it() -> None:
+    from servedoctor.knowledge.facts import switch_of_feature
+
+    assert switch_of_feature("Chunked prefill") == "--enable-chunked-prefill"
+    assert switch_of_feature("Internet access") is None
+    assert Change("flag", "--enable-chunked-prefill", None) in _changes(
+        VLLM + "Assertion failed, Chunked prefill is required for mamba cache mode 'align'.\n"
     )

@@ -310,9 +310,29 @@ def flag_of_field(field: str) -> str | None:
     return "--" + field.replace("_", "-") if re.fullmatch(r"[a-z][a-z0-9_]*", field) else None
 
 
+def switch_of_feature(words: str) -> str | None:
+    """The switch that turns on a feature a message names in words ("Chunked prefill" →
+    ``--enable-chunked-prefill``), where some engine's parser (its inventory) has it."""
+    from servedoctor.engines.inventory import inventory, known_inventories
+
+    slug = "-".join(words.strip().lower().split())
+    if not re.fullmatch(r"[a-z][a-z0-9-]*", slug):
+        return None
+    for flag in (f"--enable-{slug}", f"--{slug}"):
+        for engine in known_inventories():
+            inv = inventory(engine)
+            if inv is None:
+                continue
+            found = next((f for v in inv.versions if (f := inv.flag(flag, v))), None)
+            if found is not None and found.type == "bool":
+                return flag
+    return None
+
+
 #: Placeholder filters for rule templates: ``{group|name}``.
 FILTERS: dict[str, Callable[[str], str | None]] = {
     "flag": flag_of_field,
+    "switch": switch_of_feature,
     "dist": distribution_of_module,
     "dep": package_of_dependency,
     "path_dist": distribution_of_path,
