@@ -82,6 +82,7 @@ TARGETS = {
     "holdout60": (26, 0.65, 0.73, 0.69),
     "holdout61": (21, 0.66, 0.42, 0.52),
     "holdout62": (18, 0.77, 0.66, 0.62),
+    "holdout63": (29, 0.73, 0.56, 0.64),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -135,6 +136,7 @@ FIX_TARGETS = {
     "holdout60": 0.58,
     "holdout61": 0.15,
     "holdout62": 0.38,
+    "holdout63": 0.28,
 }
 
 
@@ -153,6 +155,7 @@ FIXES = {
     "holdout60": 17,
     "holdout61": 13,
     "holdout62": 13,
+    "holdout63": 23,
 }
 
 
