@@ -254,3 +254,21 @@ def test_an_environment_value_is_expanded_as_the_server_will_see_it(
         Change("env", "PATH", f"{SERVER_BIN}:$PATH")
     )
     assert missing.env["PATH"] == "/usr/bin"
+
+
+def test_a_successor_spelling_replaces_the_refused_one() -> None:
+    # llama.cpp removed --draft-max for --spec-draft-n-max: setting the new one drops the old
+    cmd = parse_command(["llama-server", "-m", "x.gguf", "--draft-max", "16", "-md", "d.gguf"])
+    assert cmd.apply(Change("flag", "--spec-draft-n-max", "16")).render() == [
+        "llama-server", "-m", "x.gguf", "-md", "d.gguf", "--spec-draft-n-max", "16",
+    ]  # fmt: skip
+    # SGLang's parser refuses the underscore spelling: the change is written as it takes it
+    sglang = parse_command(
+        ["python", "-m", "sglang.launch_server", "--model-path", "m", "--reasoning_parser", "k2"]
+    )
+    assert sglang.apply(Change("flag", "--reasoning-parser", "k2")).render()[-2:] == [
+        "--reasoning-parser", "k2",
+    ]  # fmt: skip
+    # a spelling the release has is kept as the user wrote it
+    vllm = parse_command(["vllm", "serve", "m", "-tp", "2"])
+    assert vllm.apply(Change("flag", "--tensor-parallel-size", "4")).render()[-2:] == ["-tp", "4"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from servedoctor.engines.flagtable import FlagSpec, FlagTable, flag_table
+from servedoctor.engines.inventory import inventory, same_spelling
 from servedoctor.engines.spec import engine_for_command
 from servedoctor.errors import UserError
 from servedoctor.model import REMOVE, SERVER_BIN, Change
@@ -243,11 +244,16 @@ class ServerCommand:
             positionals = (*positionals[:index], change.value, *positionals[index + 1 :])
             return replace(self, positionals=positionals)
         new = self._flag_for(change, name, spec)
+        # a spelling the release refused, which this change spells as the release does
+        # (llama.cpp's removed --draft-max → --spec-draft-n-max; SGLang's --reasoning_parser)
+        refused = {f.spelled for f in flags if self._succeeds(change.name, f.spelled)}
+        flags = [f for f in flags if f.spelled not in refused or f.name == name]
         existing = [i for i, f in enumerate(flags) if f.name == name]
         if existing:
             keep = existing[-1]
             old = flags[keep]
-            new = replace(new, spelled=old.spelled if not new.negated else new.spelled)
+            respelled = old.spelled in refused or new.negated
+            new = replace(new, spelled=new.spelled if respelled else old.spelled)
             if old.inline and len(new.values) == 1:
                 new = replace(new, inline=True)
             flags[keep] = new
@@ -256,6 +262,12 @@ class ServerCommand:
             positionals = self._without_positional(name)
             flags.append(new)
         return replace(self, flags=tuple(flags), positionals=positionals)
+
+    def _succeeds(self, spelling: str, written: str) -> bool:
+        """Is ``spelling`` what the engine's inventory names instead of ``written``?"""
+        inv = inventory(self.engine)
+        found = inv.replacement(written) if inv is not None and written != spelling else None
+        return found is not None and same_spelling(found, spelling)
 
     def _without_positional(self, name: str) -> tuple[str, ...]:
         table = self.table
