@@ -18,6 +18,7 @@ import os
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import yaml
 from packaging.version import InvalidVersion, Version
@@ -55,6 +56,15 @@ def settings(argv: list[str]) -> list[Change]:
 OFF = frozenset({"off", "removed", "<remove>", "false", "disabled"})
 
 
+def _accepted(inv: Any, name: str, version: str | None) -> Any:
+    """The flag ``name`` selects for the case's release (an older servedoctor's inventory,
+    replayed as the baseline, has no accepts_spelling: its latest-or-stated release)."""
+    accepts = getattr(inv, "accepts_spelling", None)
+    if accepts is not None:
+        return accepts(name, version)
+    return inv.flag(name, inv.resolve(version))
+
+
 def switched_off(fix: dict[str, object], engine: str, version: str | None) -> bool:
     """Is the confirmed fix "without this switch" (a boolean flag of the engine's parser)?"""
     if fix.get("kind") != "flag" or str(fix.get("value")).lower() not in OFF:
@@ -62,7 +72,7 @@ def switched_off(fix: dict[str, object], engine: str, version: str | None) -> bo
     inv = inventory(engine)
     if inv is None:
         return False
-    flag = inv.accepts_spelling(str(fix["name"]), version)
+    flag = _accepted(inv, str(fix["name"]), version)
     if flag is None:
         return False
     return flag.type_at(inv.resolve(version)) == "bool" if version else flag.type == "bool"
@@ -90,10 +100,10 @@ def main() -> int:
     inv = inventory(engine)
     # a server whose builds logs do not date (llama.cpp, and its forks with flags of their
     # own) is not held to one build's parser
-    if inv is not None and inv.unknown_version != "any":
+    if inv is not None and getattr(inv, "unknown_version", "latest") != "any":
         stated = labels.get("engine_version")
         for change in settings(argv):
-            if change.kind == "flag" and inv.accepts_spelling(change.name, stated) is None:
+            if change.kind == "flag" and _accepted(inv, change.name, stated) is None:
                 print(f"usage: {engine} [options]", file=sys.stderr)
                 print(f"{engine}: error: unrecognized arguments: {change.name}", file=sys.stderr)
                 return 2
