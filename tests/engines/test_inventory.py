@@ -191,6 +191,9 @@ def test_a_refused_spelling_of_a_flag_the_release_has_is_respelled() -> None:
     assert _inv("llamacpp").replacement("--draft-model") == "--model-draft"
     assert _inv("vllm").replacement("--model-max-len") == "--max-model-len"
     assert _inv("vllm").replacement("--port") is None
+    # one dash more or less than the option has
+    assert _inv("llamacpp").replacement("--ngl") == "-ngl"
+    assert _inv("vllm").replacement("-port") == "--port"
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])

@@ -186,8 +186,8 @@ class Inventory(BaseModel):
         spelling of the same flag (``--reasoning-parser`` for ``--reasoning_parser``, which a
         parser without vLLM's underscore folding refuses), or the one a release named when it
         deprecated or removed it (llama.cpp: "the argument has been removed. use
-        --spec-draft-n-max"), where that release has it, or its one flag with the same words
-        in another order; None otherwise."""
+        --spec-draft-n-max"), where that release has it, its one flag with the same words in
+        another order, or the option written with one dash more or less; None otherwise."""
         ver = self.resolve(version)
         same = self.flag(spelling, ver)
         if same is not None:  # the parser refused this exact spelling of a flag it has
@@ -200,7 +200,19 @@ class Inventory(BaseModel):
             new = self.flag(record.replacement, ver)
             if new is not None and new is not record:
                 return new.name
-        return self._reordered(spelling, ver)
+        return self._reordered(spelling, ver) or self._other_dashes(spelling, ver)
+
+    def _other_dashes(self, spelling: str, version: str) -> str | None:
+        """The option ``version`` has with one dash where two were written, or two where one
+        was (``-ngl`` for ``--ngl``)."""
+        written = spelling.split("=", 1)[0].strip()
+        bare = written.lstrip("-")
+        other = "-" + bare if written.startswith("--") else "--" + bare
+        found = self.flag(other, version)
+        if found is None or not bare:
+            return None
+        exact = [s for s in found.spellings(version) if s == other]
+        return exact[0] if exact else None
 
     def _reordered(self, spelling: str, version: str) -> str | None:
         """The one long spelling ``version`` has with the same words in another order
