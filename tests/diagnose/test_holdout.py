@@ -83,6 +83,7 @@ TARGETS = {
     "holdout61": (21, 0.66, 0.42, 0.52),
     "holdout62": (18, 0.77, 0.66, 0.62),
     "holdout63": (29, 0.73, 0.56, 0.64),
+    "holdout64": (9, 0.83, 0.72, 0.68),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -137,6 +138,7 @@ FIX_TARGETS = {
     "holdout61": 0.15,
     "holdout62": 0.38,
     "holdout63": 0.28,
+    "holdout64": 0.5,
 }
 
 
@@ -156,6 +158,7 @@ FIXES = {
     "holdout61": 13,
     "holdout62": 13,
     "holdout63": 23,
+    "holdout64": 5,
 }
 
 
