@@ -84,6 +84,7 @@ TARGETS = {
     "holdout62": (18, 0.77, 0.66, 0.62),
     "holdout63": (29, 0.73, 0.56, 0.64),
     "holdout64": (9, 0.83, 0.72, 0.68),
+    "holdout65": (12, 0.66, 0.41, 0.58),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -139,6 +140,7 @@ FIX_TARGETS = {
     "holdout62": 0.38,
     "holdout63": 0.28,
     "holdout64": 0.5,
+    "holdout65": 0.16,
 }
 
 
@@ -159,6 +161,7 @@ FIXES = {
     "holdout62": 13,
     "holdout63": 23,
     "holdout64": 5,
+    "holdout65": 6,
 }
 
 
