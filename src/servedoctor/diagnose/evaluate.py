@@ -15,6 +15,7 @@ from servedoctor.datafile import load_yaml
 from servedoctor.diagnose.api import diagnose_path
 from servedoctor.diagnose.fixmatch import same_fix
 from servedoctor.diagnose.precedent import leaving_out
+from servedoctor.engines import all_engines
 from servedoctor.engines.inventory import inventory
 from servedoctor.errors import UserError
 from servedoctor.model import REMOVE, Diagnosis
@@ -118,11 +119,16 @@ def _score_changes(labels: dict[str, Any], diagnosis: Diagnosis, score: Score) -
         score.failures += 1
         score.with_change += bool(changes)
     inv = inventory(str(engine)) if engine else None
+    spec = all_engines().get(diagnosis.engine or "")
+    if spec is not None and engine in spec.embeds:
+        # the server runs the labelled engine inside it (KoboldCpp, Ollama: llama.cpp) and
+        # its own flags were proposed: the inner engine's parser does not judge them
+        inv = inventory(spec.name)
     stated = diagnosis.extras.get("engine_version") or diagnosis.extras.get("release_bound")
     for change in changes:
         if change.kind == "flag" and inv is not None and change.value != REMOVE:
             score.flags_proposed += 1  # (taking a flag away needs no flag the release has)
-            if inv.flag(change.name, inv.resolve(version)) is not None:
+            if inv.accepts_spelling(change.name, version) is not None:
                 score.flags_valid += 1
             elif not stated and inv.flag(change.name, inv.versions[-1]) is not None:
                 score.flags_unstated += 1
