@@ -18,6 +18,7 @@ removed option: the parser still knows it only to refuse it, so it is returned w
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 #: the tool whose options are read; options tagged only for other tools are left out
@@ -50,32 +51,37 @@ class CppOption:
         return offered and SERVER_EXAMPLE not in self.excludes
 
 
-def _closing(text: str, start: int) -> int:
-    """Index of the bracket that closes the one at ``start`` (strings and chars skipped)."""
-    pairs = {"(": ")", "{": "}", "[": "]"}
-    stack = [pairs[text[start]]]
-    i = start + 1
+def _code(text: str, start: int = 0) -> Iterator[tuple[int, str]]:
+    """Each character of C++ code from ``start`` with its index, string and character
+    literals and line comments skipped."""
+    i = start
     while i < len(text):
         ch = text[i]
         if ch == '"':
             m = _STRING.match(text, i)
             i = m.end() if m else i + 1
-            continue
-        if ch == "'":
-            end = text.find("'", i + 2 if text[i + 1] == "\\" else i + 1)
+        elif ch == "'":
+            end = text.find("'", i + 2 if text[i + 1 : i + 2] == "\\" else i + 1)
             i = (end + 1) if end > 0 else i + 1
-            continue
-        if text.startswith("//", i):
+        elif text.startswith("//", i):
             nl = text.find("\n", i)
             i = nl if nl > 0 else len(text)
-            continue
+        else:
+            yield i, ch
+            i += 1
+
+
+def _closing(text: str, start: int) -> int:
+    """Index of the bracket that closes the one at ``start``."""
+    pairs = {"(": ")", "{": "}", "[": "]"}
+    stack: list[str] = []
+    for i, ch in _code(text, start):
         if ch in pairs:
             stack.append(pairs[ch])
         elif stack and ch == stack[-1]:
             stack.pop()
             if not stack:
                 return i
-        i += 1
     raise ValueError(f"unbalanced bracket at {start}")
 
 
@@ -84,13 +90,7 @@ def _split_top(text: str) -> list[str]:
     parts: list[str] = []
     depth = 0
     start = 0
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch == '"':
-            m = _STRING.match(text, i)
-            i = m.end() if m else i + 1
-            continue
+    for i, ch in _code(text):
         if ch in "({[":
             depth += 1
         elif ch in ")}]":
@@ -98,7 +98,6 @@ def _split_top(text: str) -> list[str]:
         elif ch == "," and depth == 0:
             parts.append(text[start:i].strip())
             start = i + 1
-        i += 1
     parts.append(text[start:].strip())
     return [p for p in parts if p]
 
