@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 from servedoctor.engines.adapter import knobs_of, meanings_of
 from servedoctor.engines.inventory import inventory
 from servedoctor.knowledge.facts import distribution_of_module
@@ -22,18 +24,16 @@ from servedoctor.model import REMOVE, Change
 
 def _norm_package(name: str) -> str:
     """PyPI's normalised name; an import name maps to its distribution (flashinfer → -python)."""
-    plain = re.sub(r"[-_.]+", "-", name).lower().split("[")[0].strip()
+    plain = canonicalize_name(name).split("[")[0].strip()
     owner = distribution_of_module(plain.replace("-", "_"))
-    return re.sub(r"[-_.]+", "-", owner).lower() if owner else plain
+    return canonicalize_name(owner) if owner else plain
 
 
 def _canonical_flag(name: str, engine: str | None) -> str:
     inv = inventory(engine) if engine else None
-    if inv is not None:
-        for version in reversed(inv.versions):
-            flag = inv.flag(name, version)
-            if flag is not None:
-                return flag.name
+    flag = inv.newest(name) if inv is not None else None
+    if flag is not None:
+        return flag.name
     return "--" + name.lstrip("-").replace("_", "-").lower()
 
 

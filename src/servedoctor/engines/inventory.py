@@ -238,11 +238,15 @@ class Inventory(BaseModel):
         inventory's ``unknown_version: any`` (where a version is a date, a build number or
         other words say nothing), in the newest release read that has it."""
         if self.unknown_version == "any" and not _DATE.fullmatch((version or "").strip()):
-            for known in reversed(self.versions):
-                if (found := self.flag(spelling, known)) is not None:
-                    return found
-            return None
+            return self.newest(spelling)
         return self.flag(spelling, version)
+
+    def newest(self, spelling: str) -> InventoryFlag | None:
+        """The flag ``spelling`` selects in the newest release read that has it."""
+        for known in reversed(self.versions):
+            if (found := self.flag(spelling, known)) is not None:
+                return found
+        return None
 
     def first_accepting(
         self, spelling: str, value: str | None = None, installed: str | None = None

@@ -321,9 +321,7 @@ def switch_of_feature(words: str) -> str | None:
     for flag in (f"--enable-{slug}", f"--{slug}"):
         for engine in known_inventories():
             inv = inventory(engine)
-            if inv is None:
-                continue
-            found = next((f for v in inv.versions if (f := inv.flag(flag, v))), None)
+            found = inv.newest(flag) if inv is not None else None
             if found is not None and found.type == "bool":
                 return flag
     return None

@@ -86,7 +86,7 @@ def _is_switch(engine: str, flag: str) -> bool:
     inv = inventory(engine)
     if inv is None:
         return False
-    found = next((f for v in reversed(inv.versions) if (f := inv.flag(flag, v))), None)
+    found = inv.newest(flag)
     return found is not None and found.type == "bool"
 
 
