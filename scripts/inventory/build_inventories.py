@@ -1492,15 +1492,10 @@ def build(engine: str, versions: list[str], cache: Path, index: str, keep: bool)
         if not present:
             continue  # only ever a name the parser refuses
         latest = per_version[present[-1]][name]
-
-        def aliases(flag: Flag, key: str = name) -> list[str]:
-            # every other string the release accepts, its own canonical one included where
-            # a later release renamed the flag (-nkvo/--no-kv-offload became --kv-offload's)
-            return [n for n in flag.names if n != key]
-
+        latest_aliases = aliases_under(latest, name)
         rec: dict[str, Any] = {
             "name": name,
-            "aliases": aliases(latest),
+            "aliases": latest_aliases,
             "type": latest.type,
             "choices": latest.choices,
             "default": latest.default,
@@ -1529,9 +1524,9 @@ def build(engine: str, versions: list[str], cache: Path, index: str, keep: bool)
             if per_version[v][name].type != latest.type
         }
         by_alias = {
-            v: aliases(per_version[v][name])
+            v: found
             for v in present
-            if aliases(per_version[v][name]) != aliases(latest)
+            if (found := aliases_under(per_version[v][name], name)) != latest_aliases
         }
         if by_choice:
             rec["choices_by_version"] = by_choice
@@ -1548,6 +1543,13 @@ def build(engine: str, versions: list[str], cache: Path, index: str, keep: bool)
         "flags": records,
     }
     return relabel_by_date(doc, READERS[engine][0]) if engine in DATE_LABELLED else doc
+
+
+def aliases_under(flag: Flag, name: str) -> list[str]:
+    """Every string a release accepts for the flag recorded as ``name``: its own canonical
+    one included where a later release renamed the flag (-nkvo/--no-kv-offload became
+    --kv-offload's)."""
+    return [n for n in flag.names if n != name]
 
 
 def relabel_by_date(doc: dict[str, Any], package: str) -> dict[str, Any]:
