@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from servedoctor.diagnose.observe import untypeset
 from servedoctor.logs.lines import clean, decode
 
 
@@ -117,3 +118,24 @@ def test_traceback_indentation_survives_prefix_removal() -> None:
         1, b'ERROR 11-18 18:07:28 engine.py:366]   File "/x/vllm/worker.py", line 493, in f'
     )
     assert line.text.startswith('  File "/x/vllm/worker.py"')
+
+
+@pytest.mark.parametrize(
+    ("pasted", "printed"),
+    [
+        (
+            "error: unexpected argument \u2018\u2013max-input-tokens\u2019 found",
+            "error: unexpected argument '--max-input-tokens' found",
+        ),
+        ("unrecognized arguments: \u2014tp 2", "unrecognized arguments: --tp 2"),
+        (
+            "releases 0.8\u20130.10 and sm_80\u2013sm_90",
+            "releases 0.8\u20130.10 and sm_80\u2013sm_90",
+        ),
+        ("a pause \u2013 then a crash", "a pause \u2013 then a crash"),
+    ],
+)
+def test_typeset_dashes_and_quotes_read_as_the_program_printed_them(
+    pasted: str, printed: str
+) -> None:
+    assert untypeset(pasted) == printed

@@ -85,7 +85,21 @@ def _texts_of(event: Event) -> Iterable[Text]:
             for offset, extra in enumerate(message[1:], start=1):
                 yield Text(exc_line + offset, extra, event, "message")
         return
-    yield Text(event.line, event.text, event, "line")
+    yield Text(event.line, untypeset(event.text), event, "line")
+
+
+#: A dash an editor made of ``--`` or ``-`` before an option's name (``–max-input-tokens``),
+#: and curly quotes: what a line pasted through a word processor or a forum looks like.
+_TYPESET_DASH = re.compile(r"(?<![\w-])[\u2013\u2014](?=[A-Za-z])")
+_TYPESET_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+
+
+def untypeset(text: str) -> str:
+    """A line as the program printed it before an editor typeset it: a dash before a word is
+    an option's ``--``, curly quotes are straight. Ranges (``0.8–0.10``) keep their dash."""
+    if text.isascii():
+        return text
+    return _TYPESET_DASH.sub("--", text).translate(_TYPESET_QUOTES)
 
 
 def _stringify(value: Any) -> str:
