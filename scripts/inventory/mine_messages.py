@@ -435,6 +435,10 @@ def string_parts(node: ast.AST, scope: Scope, depth: int = 0) -> list[Part] | No
             if isinstance(value, ast.Constant) and isinstance(value.value, str):
                 out.append(value.value)
             elif isinstance(value, ast.FormattedValue):
+                inner = _named_string(value, scope, depth)
+                if inner is not None:  # f"{msg} To allow ...": the text msg holds
+                    out.extend(inner)
+                    continue
                 spec = ""
                 if isinstance(value.format_spec, ast.JoinedStr):
                     spec = "".join(
@@ -467,6 +471,20 @@ def string_parts(node: ast.AST, scope: Scope, depth: int = 0) -> list[Part] | No
     if isinstance(node, ast.Name) and node.id in scope.names:
         return string_parts(scope.names[node.id], scope, depth + 1)
     return None
+
+
+def _named_string(value: ast.FormattedValue, scope: Scope, depth: int) -> list[Part] | None:
+    """The parts of a message a name holds, interpolated whole (no format, no conversion):
+    text with words (``msg = f"User-specified …"``), not a key or a value that a name holds
+    on one path only (``key = "sliding_window"``)."""
+    if value.conversion != -1 or value.format_spec is not None:
+        return None
+    if not (isinstance(value.value, ast.Name) and value.value.id in scope.names):
+        return None
+    parts = string_parts(value.value, scope, depth + 1)
+    if parts is None or len(literal_text(parts).split()) < 3:
+        return None
+    return parts
 
 
 @dataclass
