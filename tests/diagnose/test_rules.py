@@ -76,3 +76,19 @@ def test_located_conditions_need_a_diagnosis(tmp_path) -> None:  # type: ignore[
     )
     with pytest.raises(RuleFileError, match=r"need when\.error_class"):
         load_rules(tmp_path)
+
+
+def test_an_error_the_server_says_it_ignores_is_not_the_failure() -> None:
+    ignored = (
+        "[2026-03-27 20:05:36 TP0] Ignore import error when loading sglang.srt.models.glmasr: "
+        "cannot import name 'GlmAsrConfig' from 'transformers' (/usr/lib/transformers/__init__.py)\n"
+    )
+    failure = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.\n"
+    assert diagnose_text(ignored + failure).error_class == "kv_cache_capacity"
+    # the same import error, not ignored, is the failure
+    assert (
+        diagnose_text(
+            ignored.replace("Ignore import error when loading", "Error loading") + failure
+        ).error_class
+        == "missing_dependency"
+    )

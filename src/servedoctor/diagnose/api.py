@@ -303,6 +303,21 @@ def _engine_of_text(obs: Observations) -> str | None:
     return engine_of_text(_own_lines(obs))
 
 
+#: A line in which the server reports an error it ignores and goes on ("Ignore import error
+#: when loading sglang.srt.models.x: …"): the error it quotes is the failure only when
+#: nothing else failed.
+_IGNORED = re.compile(
+    r"(?i)\s*(?:ignore|ignoring|ignored)\s+(?:\w+\s+){0,2}(?:error|exception)s?\b"
+)
+
+
+def _root_rank(hit: Hit) -> tuple[bool, int, int]:
+    """The root failure's hit: one the server did not say it ignores, the rule of highest
+    priority, the earliest line."""
+    ignored = hit.text is not None and _IGNORED.match(hit.text.text) is not None
+    return (not ignored, hit.rule.priority, -hit.line)
+
+
 def _engine_of_own_messages(hits: list[Hit]) -> str | None:
     """The one engine whose own messages (mined from its source) the log printed."""
     named = {e for h in hits if h.rule.when.engine_or_unknown for e in h.rule.when.engine}
@@ -332,7 +347,7 @@ def diagnose_observations(
         if bounds is not None:
             obs = replace(obs, release_floor=bounds[0], release_bound=bounds[1])
     classifiers = [h for h in hits if h.rule.labels.error_class]
-    root_hit = max(classifiers, key=lambda h: (h.rule.priority, -h.line)) if classifiers else None
+    root_hit = max(classifiers, key=_root_rank) if classifiers else None
     root_event = root_hit.text.event if root_hit and root_hit.text else _root_failure(obs)
 
     error_class: str | None
