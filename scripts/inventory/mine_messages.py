@@ -740,12 +740,21 @@ REQUIREMENT = re.compile(
 )
 
 
+SILENCING = re.compile(
+    r"(?i)\bto\s+(?:silence|suppress|hide|mute|disable|avoid)\s+(?:this|these|the)\s+"
+    r"(?:warning|message|log)"
+)
+
+
 def _blocked(text: str, start: int, verb: str) -> bool:
     """A verb that describes rather than advises ("when using X", "X is not set").
 
     A gerund ("increasing X") is advice only after "try", "consider", "or", "by", ...;
     otherwise it usually narrates what the engine itself does ("Setting X to 8 for ...").
     """
+    sentence = re.split(r"[.;!?\n]", text[:start])[-1]
+    if SILENCING.search(sentence):
+        return True  # "To silence this warning, specify X": quiets the message, fixes nothing
     clause = re.split(r"[.;:,!?()\n]", text[:start])[-1]
     clause = re.sub(
         r"\b(?:try|need|needs|want|sure|remember|advised|recommended)\s+to\s*$", "", clause

@@ -49,3 +49,14 @@ def test_a_message_built_in_a_name_is_read_whole() -> None:
     ) in templates
     # a name holding a key, not words, stays an interpolation
     assert "bad {key} value" in templates
+
+
+def test_a_setting_that_only_silences_the_warning_is_no_advice() -> None:
+    mm = _reader()
+    text = (
+        "Custom allreduce is disabled because the P2P test failed. To silence this warning, "
+        "specify disable_custom_all_reduce=True explicitly."
+    )
+    assert mm._blocked(text, text.index("specify"), "specify")
+    advice = "Custom allreduce is disabled. To use it, specify --enable-custom-all-reduce."
+    assert not mm._blocked(advice, advice.index("specify"), "specify")

@@ -303,19 +303,20 @@ def _engine_of_text(obs: Observations) -> str | None:
     return engine_of_text(_own_lines(obs))
 
 
-#: A line in which the server reports an error it ignores and goes on ("Ignore import error
-#: when loading sglang.srt.models.x: …"): the error it quotes is the failure only when
-#: nothing else failed.
-_IGNORED = re.compile(
-    r"(?i)\s*(?:ignore|ignoring|ignored)\s+(?:\w+\s+){0,2}(?:error|exception)s?\b"
+#: A line in which the server reports a problem it copes with and goes on ("Ignore import
+#: error when loading sglang.srt.models.x: …", "Could not find libnccl-net.so. Using internal
+#: net plugin", "…, falling back to simple order"): the failure only when nothing else failed.
+_WENT_ON = re.compile(
+    r"(?i)\b(?:ignor(?:e|ed|ing)\s+(?:\w+\s+){0,2}(?:error|exception)s?\b"
+    r"|using (?:the )?internal\b|fall(?:s|ing)? ?back to\b)"
 )
 
 
 def _root_rank(hit: Hit) -> tuple[bool, int, int]:
-    """The root failure's hit: one the server did not say it ignores, the rule of highest
-    priority, the earliest line."""
-    ignored = hit.text is not None and _IGNORED.match(hit.text.text) is not None
-    return (not ignored, hit.rule.priority, -hit.line)
+    """The root failure's hit: one on a line where the server did not say it went on, the
+    rule of highest priority, the earliest line."""
+    went_on = hit.text is not None and _WENT_ON.search(hit.text.text) is not None
+    return (not went_on, hit.rule.priority, -hit.line)
 
 
 def _engine_of_own_messages(hits: list[Hit]) -> str | None:

@@ -43,6 +43,7 @@ class Knob(_Strict):
     fields: list[str] = Field(
         default_factory=list, description="config field names engines use for this knob"
     )
+    minimum: int = Field(default=1, description="the least value of an int knob (0: none)")
 
     @model_validator(mode="after")
     def _choices_for_choice(self) -> Knob:
@@ -63,7 +64,8 @@ class Knob(_Strict):
             return f"{number:.2f}".rstrip("0").rstrip(".")
         if self.value in ("int", "port"):
             number = _to_float(value)
-            if number is None or number != int(number) or number < 1:
+            least = self.minimum if self.value == "int" else 1
+            if number is None or number != int(number) or number < least:
                 return None
             if self.value == "port" and number > 65535:
                 return None
