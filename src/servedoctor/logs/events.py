@@ -103,6 +103,11 @@ _exc = _Remembered(_exc_of)
 _notable = _Remembered(_notable_of)
 
 
+#: What gdb prints under a native frame: its arguments wrapped onto indented lines, or with
+#: ``bt`` and sources, the frame's source line (``598\t  return …``). The stack goes on.
+GDB_CONTINUATION = re.compile(r"^(?:[ \t]{2,}\S|\t\S|\d+\t)")
+
+
 class EventExtractor:
     """Feed cleaned lines in order; collect events. Memory stays bounded per traceback."""
 
@@ -200,6 +205,9 @@ class EventExtractor:
             yield from self._one_liners(line, inside_traceback=True)
             return
         if tb is not None and tb.native:
+            if line.number - tb.last <= 1 and GDB_CONTINUATION.match(text):
+                tb.last = line.number  # the rest of a frame's arguments, or its source line
+                return
             yield from self._close(key)
             tb = None
 
