@@ -139,3 +139,21 @@ def test_typeset_dashes_and_quotes_read_as_the_program_printed_them(
     pasted: str, printed: str
 ) -> None:
     assert untypeset(pasted) == printed
+
+
+@pytest.mark.parametrize(
+    ("printed", "read"),
+    [
+        ("Erreur de segmentation", "Segmentation fault"),
+        ("Erreur de segmentation (image mémoire écrite)", "Segmentation fault (core dumped)"),
+        ("段错误 (核心已转储)", "Segmentation fault (core dumped)"),
+        (
+            "bash: line 1:  123 Speicherzugriffsfehler  ./llama-server -m m.gguf",
+            "bash: line 1:  123 Segmentation fault  ./llama-server -m m.gguf",
+        ),
+        ("Instruction illégale (core dumped)", "Illegal instruction (core dumped)"),
+        ("Il faut Abandon le projet", "Il faut Abandon le projet"),
+    ],
+)
+def test_a_signal_named_in_another_locale_reads_in_english(printed: str, read: str) -> None:
+    assert clean(1, printed.encode()).text == read

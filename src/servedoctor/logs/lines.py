@@ -38,6 +38,34 @@ class Line:
     forms: tuple[str, ...] = ()  # the prefixes peeled (prefixes.yaml names), outermost first
 
 
+@lru_cache(maxsize=1)
+def _signal_names() -> tuple[re.Pattern[str], dict[str, str]]:
+    """One search for a signal's name in another locale (as the whole message, or before
+    its "(core dumped)" or the command it stopped), and the English for each name."""
+    raw = load_yaml(Path(__file__).parent / "signal_names.yaml")
+    english = {name: str(entry["english"]) for entry in raw for name in entry["names"]}
+    words = sorted((n for n in english if english[n] != n), key=len, reverse=True)
+    alternation = "|".join(re.escape(w) for w in words)
+    pattern = re.compile(rf"(?:(?<=\s)|^)({alternation})(?=\s*$|\s+\(|\s{{2,}}|\s+\S+/)")
+    return pattern, english
+
+
+def in_english(text: str) -> str:
+    """A shell's report of a signal in another locale (``Erreur de segmentation``), in the
+    English the patterns read; any other text as it is."""
+    if len(text) > 300 or (text.isascii() and not _LOCALISED_ASCII.search(text)):
+        return text  # a shell's line is short
+    pattern, english = _signal_names()
+    return pattern.sub(lambda m: english[m.group(1)], text)
+
+
+#: Names of signals in other locales written in ASCII letters only (a quick first test).
+_LOCALISED_ASCII = re.compile(
+    r"Erreur de|Speicherzugriffsfehler|Abandon|Abgebrochen|Abortado|Annullato|Errore di|"
+    r"Segmentatiefout|Istruzione|Bus-Fehler|Error del bus|Processus|Terminado"
+)
+
+
 @dataclass(frozen=True, slots=True)
 class _Prefix:
     name: str
@@ -179,6 +207,7 @@ def _clean(number: int, raw: bytes) -> Line:
         rank = ((m.group(g_rank) if g_rank else None) or "").strip() or rank
         source = (m.group(g_source) if g_source else None) or source
         level = (m.group(g_level) if g_level else None) or level
+    text = in_english(text)
     if rank is None and source:
         m2 = _RANK_IN_SOURCE.search(source)
         rank = m2.group(0) if m2 else None
