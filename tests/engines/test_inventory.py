@@ -275,3 +275,14 @@ def test_every_value_a_knob_gives_a_registry_variable_exists_in_the_releases_it_
 def names_read_by(variable: str, values: dict[str, dict[str, list[str]]]) -> set[str]:
     """The releases whose registry for ``variable`` was read."""
     return {v for vs in values[variable].values() for v in vs}
+
+
+def test_a_build_named_by_its_date_resolves_to_the_release_published_by_then() -> None:
+    inv = inventory("sglang")
+    assert inv is not None
+    dated = [(v.released or "", v.version) for v in inv.versions_read if v.released]
+    month = dated[-2][0][:7]  # the month the second newest release came out
+    wanted = [version for released, version in dated if released[:7] <= month][-1]
+    assert inv.resolve(f"sglang main 62c505a196 ({month})") == wanted
+    assert inv.resolve("nightly 2001-01-01") == inv.versions[0]  # older than every release
+    assert inv.resolve("a build from nobody knows when") == inv.versions[-1]

@@ -25,6 +25,8 @@ _RELEASE = re.compile(r"(?<![\w.])[vV]?(\d+(?:\.\d+)+(?:[.+-]?[A-Za-z]+\d*)*(?:\
 
 #: a date-labelled release (``2025.8.15``)
 _DATE = re.compile(r"20\d\d\.\d{1,2}\.\d{1,2}")
+#: A build's date as its name states it: ``2026-06``, ``2026-06-12``.
+_BUILD_DATE = re.compile(r"(?<![\d-])(20\d\d)-(\d\d)(?:-(\d\d))?(?![\d-])")
 
 
 def _version(text: str) -> Version | None:
@@ -150,10 +152,22 @@ class Inventory(BaseModel):
     def _sorted_versions(self) -> list[InventoryVersion]:
         return sorted(self.versions_read, key=lambda v: _parse(v.version) or Version("0"))
 
+    def _released_by(self, version: str) -> str | None:
+        """For a build named by its date (``main 62c505a (2026-06)``, ``nightly 2026-06-12``):
+        the newest release published by then, the oldest when it predates them all."""
+        m = _BUILD_DATE.search(version)
+        dated = [v for v in self._sorted_versions() if v.released]
+        if m is None or not dated:
+            return None
+        by = f"{m.group(1)}-{m.group(2)}-{m.group(3) or '31'}"
+        before = [v.version for v in dated if (v.released or "") <= by]
+        return before[-1] if before else dated[0].version
+
     def resolve(self, version: str | None) -> str:
         """The known version to use for a user's ``version``.
 
-        None, unparseable or an untagged build's 0.1.devN → the latest; otherwise the newest
+        None, unparseable or an untagged build's 0.1.devN → the latest (a build that states its
+        date → the newest release by then); otherwise the newest
         known version <= it (so ``0.5.3.post3`` → ``0.5.3`` when 0.5.3 is known), or the
         oldest known when it predates them all.
         """
@@ -162,7 +176,7 @@ class Inventory(BaseModel):
             return known[-1]
         wanted = _parse(version)
         if wanted is None:
-            return known[-1]
+            return self._released_by(version) or known[-1]
         older = [v for v in known if (_parse(v) or Version("0")) <= wanted]
         return older[-1] if older else known[0]
 
