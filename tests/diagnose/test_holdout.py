@@ -83,8 +83,11 @@ TARGETS = {
     "holdout61": (21, 0.66, 0.42, 0.52),
     "holdout62": (18, 0.77, 0.66, 0.62),
     "holdout63": (29, 0.73, 0.56, 0.64),
-    "holdout64": (9, 0.83, 0.72, 0.68),
+    "holdout64": (9, 0.83, 0.72, 0.62),  # component: a precedent vote since holdout66 joined
     "holdout65": (12, 0.66, 0.41, 0.58),
+    "holdout66": (10, 0.6, 0.5, 0.8),
+    "holdout67": (18, 0.61, 0.61, 0.47),
+    "holdout68": (20, 0.75, 0.65, 0.52),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -141,6 +144,9 @@ FIX_TARGETS = {
     "holdout63": 0.28,
     "holdout64": 0.5,
     "holdout65": 0.16,
+    "holdout66": 0.33,
+    "holdout67": 0.38,
+    "holdout68": 0.31,
 }
 
 
@@ -162,6 +168,9 @@ FIXES = {
     "holdout63": 23,
     "holdout64": 5,
     "holdout65": 6,
+    "holdout66": 6,
+    "holdout67": 13,
+    "holdout68": 16,
 }
 
 

@@ -286,3 +286,6 @@ def test_a_build_named_by_its_date_resolves_to_the_release_published_by_then() -
     assert inv.resolve(f"sglang main 62c505a196 ({month})") == wanted
     assert inv.resolve("nightly 2001-01-01") == inv.versions[0]  # older than every release
     assert inv.resolve("a build from nobody knows when") == inv.versions[-1]
+    # NVIDIA's containers: year and month in the tag
+    month = dated[-2][0][2:7].replace("-", ".")  # "26.07"
+    assert inv.resolve(f"nvcr.io/nvidia/sglang:{month}-py3") == wanted

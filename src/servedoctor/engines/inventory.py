@@ -27,6 +27,8 @@ _RELEASE = re.compile(r"(?<![\w.])[vV]?(\d+(?:\.\d+)+(?:[.+-]?[A-Za-z]+\d*)*(?:\
 _DATE = re.compile(r"20\d\d\.\d{1,2}\.\d{1,2}")
 #: A build's date as its name states it: ``2026-06``, ``2026-06-12``.
 _BUILD_DATE = re.compile(r"(?<![\d-])(20\d\d)-(\d\d)(?:-(\d\d))?(?![\d-])")
+#: NVIDIA's containers are tagged by year and month: ``nvcr.io/nvidia/sglang:26.05-py3``.
+_NGC_TAG = re.compile(r"\bnvcr\.io/nvidia/[\w./-]+:(\d\d)\.(\d\d)\b")
 
 
 def _version(text: str) -> Version | None:
@@ -153,13 +155,18 @@ class Inventory(BaseModel):
         return sorted(self.versions_read, key=lambda v: _parse(v.version) or Version("0"))
 
     def _released_by(self, version: str) -> str | None:
-        """For a build named by its date (``main 62c505a (2026-06)``, ``nightly 2026-06-12``):
+        """For a build named by its date (``main 62c505a (2026-06)``, ``nightly 2026-06-12``,
+        NVIDIA's container ``nvcr.io/nvidia/sglang:26.05-py3``):
         the newest release published by then, the oldest when it predates them all."""
-        m = _BUILD_DATE.search(version)
-        dated = [v for v in self._sorted_versions() if v.released]
-        if m is None or not dated:
+        if (m := _BUILD_DATE.search(version)) is not None:
+            by = f"{m.group(1)}-{m.group(2)}-{m.group(3) or '31'}"
+        elif (m := _NGC_TAG.search(version)) is not None:
+            by = f"20{m.group(1)}-{m.group(2)}-31"
+        else:
             return None
-        by = f"{m.group(1)}-{m.group(2)}-{m.group(3) or '31'}"
+        dated = [v for v in self._sorted_versions() if v.released]
+        if not dated:
+            return None
         before = [v.version for v in dated if (v.released or "") <= by]
         return before[-1] if before else dated[0].version
 
