@@ -88,6 +88,7 @@ TARGETS = {
     "holdout66": (10, 0.6, 0.5, 0.8),
     "holdout67": (18, 0.61, 0.61, 0.47),
     "holdout68": (20, 0.75, 0.65, 0.52),
+    "holdout69": (12, 0.5, 0.5, 0.5),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -147,6 +148,7 @@ FIX_TARGETS = {
     "holdout66": 0.33,
     "holdout67": 0.38,
     "holdout68": 0.31,
+    "holdout69": 0.16,
 }
 
 
@@ -171,6 +173,7 @@ FIXES = {
     "holdout66": 6,
     "holdout67": 13,
     "holdout68": 16,
+    "holdout69": 12,
 }
 
 
