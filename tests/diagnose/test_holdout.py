@@ -89,6 +89,7 @@ TARGETS = {
     "holdout67": (18, 0.61, 0.61, 0.47),
     "holdout68": (20, 0.75, 0.65, 0.52),
     "holdout69": (12, 0.5, 0.5, 0.5),
+    "holdout70": (6, 0.33, 0.33, 0.16),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -149,6 +150,7 @@ FIX_TARGETS = {
     "holdout67": 0.38,
     "holdout68": 0.31,
     "holdout69": 0.16,
+    "holdout70": 0.25,
 }
 
 
@@ -174,6 +176,7 @@ FIXES = {
     "holdout67": 13,
     "holdout68": 16,
     "holdout69": 12,
+    "holdout70": 4,
 }
 
 
