@@ -38,32 +38,35 @@ class Line:
     forms: tuple[str, ...] = ()  # the prefixes peeled (prefixes.yaml names), outermost first
 
 
+@dataclass(frozen=True, slots=True)
+class _SignalNames:
+    """Signals' names in other locales (``signal_names.yaml``) and their English."""
+
+    search: re.Pattern[str]  # a name as the whole message, or before "(core dumped)" or a path
+    english: dict[str, str]
+    ascii_names: re.Pattern[str]  # the names written in ASCII letters: a quick first test
+
+
 @lru_cache(maxsize=1)
-def _signal_names() -> tuple[re.Pattern[str], dict[str, str]]:
-    """One search for a signal's name in another locale (as the whole message, or before
-    its "(core dumped)" or the command it stopped), and the English for each name."""
+def _signal_names() -> _SignalNames:
     raw = load_yaml(Path(__file__).parent / "signal_names.yaml")
     english = {name: str(entry["english"]) for entry in raw for name in entry["names"]}
     words = sorted((n for n in english if english[n] != n), key=len, reverse=True)
     alternation = "|".join(re.escape(w) for w in words)
-    pattern = re.compile(rf"(?:(?<=\s)|^)({alternation})(?=\s*$|\s+\(|\s{{2,}}|\s+\S+/)")
-    return pattern, english
+    search = re.compile(rf"(?:(?<=\s)|^)({alternation})(?=\s*$|\s+\(|\s{{2,}}|\s+\S+/)")
+    ascii_names = re.compile("|".join(re.escape(w) for w in words if w.isascii()))
+    return _SignalNames(search, english, ascii_names)
 
 
 def in_english(text: str) -> str:
     """A shell's report of a signal in another locale (``Erreur de segmentation``), in the
     English the patterns read; any other text as it is."""
-    if len(text) > 300 or (text.isascii() and not _LOCALISED_ASCII.search(text)):
+    if len(text) > 300:
         return text  # a shell's line is short
-    pattern, english = _signal_names()
-    return pattern.sub(lambda m: english[m.group(1)], text)
-
-
-#: Names of signals in other locales written in ASCII letters only (a quick first test).
-_LOCALISED_ASCII = re.compile(
-    r"Erreur de|Speicherzugriffsfehler|Abandon|Abgebrochen|Abortado|Annullato|Errore di|"
-    r"Segmentatiefout|Istruzione|Bus-Fehler|Error del bus|Processus|Terminado"
-)
+    names = _signal_names()
+    if text.isascii() and not names.ascii_names.search(text):
+        return text
+    return names.search.sub(lambda m: names.english[m.group(1)], text)
 
 
 @dataclass(frozen=True, slots=True)
