@@ -274,6 +274,20 @@ def test_a_request_parameter_in_the_message_dates_it_to_serving() -> None:
         assert diagnose_text(line).phase == "serving", line
 
 
+def test_what_only_a_request_has_dates_the_failure_to_serving() -> None:
+    for line in (
+        'GET /health HTTP/1.1" 500 Internal Server Error\n',
+        "RuntimeError: Handshake failed for request chatcmpl-3f9a0c1d2e\n",
+        "AttributeError: 'NoneType' object has no attribute 'sampled_token_ids'\n",
+        "ValueError: The decoder prompt (length 18425) is longer than the maximum model length\n",
+    ):
+        assert diagnose_text(line).phase == "serving", line
+    # an answered request is no failure's date; a startup error stays at startup
+    assert (
+        diagnose_text("ValueError: invalid literal for int() with base 10: ''\n").phase != "serving"
+    )
+
+
 def test_a_checkpoint_s_weights_architecture_or_tokenizer_in_the_message_dates_it_to_load() -> None:
     for line in (
         "TypeError: load_lora_weights() missing 1 required positional argument: 'adapter_id'\n",

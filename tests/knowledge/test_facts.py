@@ -11,6 +11,7 @@ from servedoctor.knowledge.facts import (
     distribution_of_module,
     distribution_of_path,
     is_system_package,
+    own_library_path,
     package_of_cxx_type,
     package_of_header,
     package_of_library,
@@ -51,6 +52,25 @@ def test_path_and_library_owners() -> None:
         c.name == "LD_LIBRARY_PATH"
         for c in _changes("ImportError: libnuma.so.1: cannot open shared object file\n")
     )
+
+
+def test_a_server_s_own_library_puts_its_program_s_folder_on_the_loader_path() -> None:
+    report = "llama.cpp/build/bin/llama-server: error while loading shared libraries: libggml.so"
+    assert own_library_path(report) == "llama.cpp/build/bin:$LD_LIBRARY_PATH"
+    # another package's library, or a program named without its folder: no such fact
+    assert (
+        own_library_path("/usr/bin/python3: error while loading shared libraries: libcudart.so.12")
+        is None
+    )
+    assert own_library_path("llama-cli: error while loading shared libraries: libllama.so") is None
+    changes = _changes(f"{report}: cannot open shared object file: No such file or directory\n")
+    assert changes[0] == Change("env", "LD_LIBRARY_PATH", "llama.cpp/build/bin:$LD_LIBRARY_PATH")
+    # the bare report still names the package that ships the library
+    bare = _changes(
+        "llama-cli: error while loading shared libraries: libllama.so: "
+        "cannot open shared object file\n"
+    )
+    assert [c.name for c in bare] == ["llama.cpp"]
 
 
 def test_a_native_exception_names_the_library_that_threw_it() -> None:

@@ -14,7 +14,7 @@ from itertools import pairwise
 
 from servedoctor.diagnose.observe import Observations, Text, normalise_flag
 from servedoctor.engines.adapter import spellings
-from servedoctor.knowledge.knobs import vocabulary
+from servedoctor.knowledge.knobs import fill, vocabulary
 from servedoctor.knowledge.schema import Rule
 
 
@@ -199,6 +199,10 @@ def _search(regex: re.Pattern[str], text: Text) -> re.Match[str] | None:
     return regex.search(text.text)
 
 
+def _no_lookup(_key: str) -> None:
+    return None
+
+
 def _scan(rule: Rule, texts: list[Text]) -> Hit | None:
     for text in texts:
         for regex in rule.match_re:
@@ -208,5 +212,7 @@ def _scan(rule: Rule, texts: list[Text]) -> Hit | None:
             if any(_search(u, text) for u in rule.unless_re):
                 break
             groups = {k: v for k, v in m.groupdict().items() if v is not None}
+            if any(fill(fact, groups, _no_lookup) is None for fact in rule.when.facts):
+                continue  # this line lacks the fact the rule's change is made of
             return Hit(rule=rule, text=text, groups=groups)
     return None

@@ -327,6 +327,26 @@ def switch_of_feature(words: str) -> str | None:
     return None
 
 
+#: The dynamic loader's report: ``PROGRAM: error while loading shared libraries: LIBRARY``.
+_LOADER_REPORT = re.compile(
+    r"(?P<program>\S*/[^\s/:]+): error while loading shared libraries: (?P<library>[^\s:]+)"
+)
+
+
+def own_library_path(report: str) -> str | None:
+    """The loader path with the program's own folder first, when the library the loader
+    could not find is the server's own (a build puts libllama.so beside llama-server, an
+    image keeps them together): None for any other library, or a program named without
+    its folder."""
+    m = _LOADER_REPORT.search(report)
+    if m is None:
+        return None
+    package = package_of_library(m.group("library"))
+    if package is None or not is_server_package(package):
+        return None
+    return f"{m.group('program').rsplit('/', 1)[0] or '/'}:$LD_LIBRARY_PATH"
+
+
 #: Placeholder filters for rule templates: ``{group|name}``.
 FILTERS: dict[str, Callable[[str], str | None]] = {
     "flag": flag_of_field,
@@ -337,6 +357,7 @@ FILTERS: dict[str, Callable[[str], str | None]] = {
     "lib_package": package_of_library,
     "cuda_lib": cuda_library,
     "cuda_lib_path": cuda_library_path,
+    "own_lib_path": own_library_path,
     "header_package": package_of_header,
     "exe_package": package_of_executable,
     "server_bin_path": server_bin_path,

@@ -74,6 +74,11 @@ class Conditions(_Strict):
         description="with error_class: the matching line must be among the N lines up to the "
         "root failure's (what the server was doing when it failed)",
     )
+    facts: list[str] = Field(
+        default_factory=list,
+        description="placeholders ({group|filter}) that must all resolve from the matching "
+        "line: the rule fires only where the fact its change needs exists",
+    )
 
 
 class ChangeSpec(_Strict):
