@@ -183,6 +183,14 @@ def test_fix_matching_by_name_by_value_and_by_knob() -> None:
     assert not same_fix(Change("env", "TRITON_CACHE_DIR", "auto"), cache, "vllm")
     ptxas = {"kind": "env", "name": "TRITON_PTXAS_PATH", "value": "${CUDA_HOME}/bin/ptxas"}
     assert same_fix(Change("env", "TRITON_PTXAS_PATH", "/usr/local/cuda/bin/ptxas"), ptxas, None)
+    # a switch's words: false = 0 = off, and not on
+    fa = {"kind": "env", "name": "OLLAMA_FLASH_ATTENTION", "value": "false"}
+    assert same_fix(Change("env", "OLLAMA_FLASH_ATTENTION", "0"), fa, "ollama")
+    assert not same_fix(Change("env", "OLLAMA_FLASH_ATTENTION", "on"), fa, "ollama")
+    # relative folders put before the variable's own search path are paths too
+    ld = {"kind": "env", "name": "LD_LIBRARY_PATH", "value": "llama.cpp/build/src:$LD_LIBRARY_PATH"}
+    assert same_fix(Change("env", "LD_LIBRARY_PATH", "build/bin:$LD_LIBRARY_PATH"), ld, None)
+    assert not same_fix(Change("env", "LD_LIBRARY_PATH", "auto"), ld, None)
     iface = {"kind": "env", "name": "GLOO_SOCKET_IFNAME", "value": "enp73s0"}
     assert same_fix(Change("env", "GLOO_SOCKET_IFNAME", "eth0"), iface, "vllm")
     assert not same_fix(Change("env", "GLOO_SOCKET_IFNAME", "lo"), iface, "vllm")

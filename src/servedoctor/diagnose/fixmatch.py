@@ -37,9 +37,11 @@ def _canonical_flag(name: str, engine: str | None) -> str:
     return "--" + name.lstrip("-").replace("_", "-").lower()
 
 
-#: Words engines accept as the same value (vLLM's and SGLang's dtype choices: half = float16).
+#: Words engines accept as the same value (vLLM's and SGLang's dtype choices: half = float16;
+#: a switch's false/off/no = 0, true/on/yes = 1).
 _SAME_VALUE = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32",
-               "fp32": "float32"}  # fmt: skip
+               "fp32": "float32", "false": "0", "off": "0", "no": "0", "true": "1", "on": "1",
+               "yes": "1"}  # fmt: skip
 
 
 def _value_word(value: object) -> str:
@@ -54,8 +56,12 @@ def _is_number(value: str) -> bool:
 
 
 def _is_path(value: str) -> bool:
-    """A filesystem path or a search path (``/tmp/triton``, ``/opt/lib:$LD_LIBRARY_PATH``)."""
-    return re.match(r"^\s*(?:/|~/|\$\{?\w+\}?/|<[^>]*>/?)", value) is not None
+    """A filesystem path or a search path (``/tmp/triton``, ``/opt/lib:$LD_LIBRARY_PATH``,
+    ``build/bin:$LD_LIBRARY_PATH``: folders put before the variable's own)."""
+    return (
+        re.match(r"^\s*(?:/|~/|\$\{?\w+\}?/|<[^>]*>/?)", value) is not None
+        or re.search(r"^[^\s:]+(?::[^\s:]+)*:\$\{?\w+\}?\s*$", value) is not None
+    )
 
 
 #: Linux network interface names (eth0, enp73s0, ens5, ib0, bond0, eno1, wlp2s0)
