@@ -10,6 +10,7 @@ from servedoctor.knowledge.facts import (
     cuda_library,
     distribution_of_module,
     distribution_of_path,
+    driver_library_path,
     is_system_package,
     own_library_path,
     package_of_cxx_type,
@@ -46,6 +47,19 @@ def test_path_and_library_owners() -> None:
     assert cuda_library("libnvrtc.so.13") == "libnvrtc.so.13"
     assert cuda_library("libnuma.so.1") is None
     # installed with a toolkit the loader does not search: its library folder on the path
+    # the driver's own library: the folders a container or WSL mounts it in
+    assert (
+        driver_library_path("libcuda.so.1")
+        == "/usr/local/nvidia/lib64:/usr/lib/wsl/lib:$LD_LIBRARY_PATH"
+    )
+    assert driver_library_path("libcudart.so.12") is None
+    assert (
+        _changes(
+            "/server: error while loading shared libraries: libcuda.so.1: cannot open "
+            "shared object file\n"
+        )[0].name
+        == "LD_LIBRARY_PATH"
+    )
     changes = _changes("OSError: libnvrtc.so.12: cannot open shared object file\n")
     assert Change("env", "LD_LIBRARY_PATH", "/usr/local/cuda/lib64:$LD_LIBRARY_PATH") in changes
     assert not any(

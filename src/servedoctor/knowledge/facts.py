@@ -327,6 +327,21 @@ def switch_of_feature(words: str) -> str | None:
     return None
 
 
+#: Where a container gets the driver's libraries (NVIDIA's container runtime mounts them
+#: there and CUDA images name the folder in LD_LIBRARY_PATH) and where WSL keeps them.
+DRIVER_LIBS = "/usr/local/nvidia/lib64:/usr/lib/wsl/lib"
+
+
+def driver_library_path(library: str) -> str | None:
+    """The loader path with the driver's library folders first, for one of the driver's own
+    libraries (libcuda, libnvidia-ml: no package ships them); None for any other."""
+    m = _LIB.search(library.strip().split("/")[-1])
+    libs: dict[str, str | None] = _tables()["libs"]
+    if m is None or m.group("name") not in libs or libs[m.group("name")] is not None:
+        return None
+    return f"{DRIVER_LIBS}:$LD_LIBRARY_PATH"
+
+
 #: The dynamic loader's report: ``PROGRAM: error while loading shared libraries: LIBRARY``.
 _LOADER_REPORT = re.compile(
     r"(?P<program>\S*/[^\s/:]+): error while loading shared libraries: (?P<library>[^\s:]+)"
@@ -358,6 +373,7 @@ FILTERS: dict[str, Callable[[str], str | None]] = {
     "cuda_lib": cuda_library,
     "cuda_lib_path": cuda_library_path,
     "own_lib_path": own_library_path,
+    "driver_lib_path": driver_library_path,
     "header_package": package_of_header,
     "exe_package": package_of_executable,
     "server_bin_path": server_bin_path,
