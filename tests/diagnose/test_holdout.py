@@ -90,6 +90,7 @@ TARGETS = {
     "holdout68": (20, 0.75, 0.65, 0.52),
     "holdout69": (12, 0.5, 0.5, 0.5),
     "holdout70": (6, 0.33, 0.33, 0.16),
+    "holdout71": (13, 0.69, 0.84, 0.84),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -151,6 +152,7 @@ FIX_TARGETS = {
     "holdout68": 0.31,
     "holdout69": 0.16,
     "holdout70": 0.25,
+    "holdout71": 0.12,
 }
 
 
@@ -177,6 +179,7 @@ FIXES = {
     "holdout68": 16,
     "holdout69": 12,
     "holdout70": 4,
+    "holdout71": 8,
 }
 
 
