@@ -91,6 +91,7 @@ TARGETS = {
     "holdout69": (12, 0.5, 0.5, 0.5),
     "holdout70": (6, 0.33, 0.33, 0.16),
     "holdout71": (13, 0.69, 0.84, 0.84),
+    "holdout72": (15, 0.73, 0.4, 0.46),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -153,6 +154,7 @@ FIX_TARGETS = {
     "holdout69": 0.16,
     "holdout70": 0.25,
     "holdout71": 0.12,
+    "holdout72": 0.1,
 }
 
 
@@ -180,6 +182,7 @@ FIXES = {
     "holdout69": 12,
     "holdout70": 4,
     "holdout71": 8,
+    "holdout72": 10,
 }
 
 
