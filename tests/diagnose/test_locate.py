@@ -297,3 +297,16 @@ def test_a_checkpoint_s_weights_architecture_or_tokenizer_in_the_message_dates_i
         assert diagnose_text(line).phase == "load", line
     # a request's tool choice is not its checkpoint
     assert diagnose_text("ValueError: tool_choice must be auto\n").phase == "serving"
+
+
+def test_what_an_attention_kernel_or_feature_is_called_names_the_attention_component() -> None:
+    for line in (
+        "RuntimeError: Worker failed with error 'FlashInfer backend currently does not support "
+        "attention sinks, please use trtllm on blackwell'\n",
+        "Failed to run MLA, error: no kernel image is available for execution on the device\n",
+        "[TM][FATAL] kernels/attention/decoding.cu(34): Check failed: kernel No decoding kernel\n",
+    ):
+        assert diagnose_text(line).component == "attention", line
+    # a camel-cased class that contains the letters is no attention word
+    assert diagnose_text("KeyError: 'FooMLAConfig'\n").component != "attention"
+    assert diagnose_text("ValueError: no PD for non-MLA hybrid models\n").component != "attention"
