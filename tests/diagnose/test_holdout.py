@@ -92,6 +92,7 @@ TARGETS = {
     "holdout70": (6, 0.33, 0.33, 0.16),
     "holdout71": (13, 0.69, 0.84, 0.84),
     "holdout72": (15, 0.73, 0.4, 0.46),
+    "holdout73": (22, 0.54, 0.40, 0.63),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -155,6 +156,7 @@ FIX_TARGETS = {
     "holdout70": 0.25,
     "holdout71": 0.12,
     "holdout72": 0.1,
+    "holdout73": 0.21,
 }
 
 
@@ -183,6 +185,7 @@ FIXES = {
     "holdout70": 4,
     "holdout71": 8,
     "holdout72": 10,
+    "holdout73": 19,
 }
 
 
