@@ -416,3 +416,22 @@ def test_a_feature_named_in_words_is_the_switch_an_engine_has_for_it() -> None:
     assert Change("flag", "--enable-chunked-prefill", None) in _changes(
         VLLM + "Assertion failed, Chunked prefill is required for mamba cache mode 'align'.\n"
     )
+
+
+def test_every_filter_a_rule_names_exists_and_every_fact_it_needs_is_captured() -> None:
+    import re
+
+    from servedoctor.knowledge.facts import FILTERS
+    from servedoctor.knowledge.knobs import PLACEHOLDER
+    from servedoctor.knowledge.registry import default_registry
+
+    for rule in default_registry().rules:
+        templates = [t for c in rule.changes for t in (c.name, c.value, c.cause) if t]
+        for template in [*templates, *rule.when.facts]:
+            for m in PLACEHOLDER.finditer(template):
+                assert m.group(2) is None or m.group(2) in FILTERS, (rule.id, template)
+        for fact in rule.when.facts:
+            groups = {m.group(1) for m in PLACEHOLDER.finditer(fact)}
+            assert groups, (rule.id, fact)  # a fact is made of what the line captured
+            captured = {g for p in rule.match for g in re.compile(p).groupindex}
+            assert groups <= captured, (rule.id, fact)
