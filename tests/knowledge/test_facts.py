@@ -11,11 +11,12 @@ from servedoctor.knowledge.facts import (
     distribution_of_module,
     distribution_of_path,
     driver_library_path,
+    folder_of,
     is_system_package,
-    own_library_path,
     package_of_cxx_type,
     package_of_header,
     package_of_library,
+    server_library,
     writable_folder,
 )
 from servedoctor.model import REMOVE, SERVER_BIN, Change
@@ -70,13 +71,14 @@ def test_path_and_library_owners() -> None:
 
 def test_a_server_s_own_library_puts_its_program_s_folder_on_the_loader_path() -> None:
     report = "llama.cpp/build/bin/llama-server: error while loading shared libraries: libggml.so"
-    assert own_library_path(report) == "llama.cpp/build/bin:$LD_LIBRARY_PATH"
+    assert server_library("libggml.so") == "libggml.so"
+    assert folder_of("llama.cpp/build/bin/llama-server") == "llama.cpp/build/bin"
     # another package's library, or a program named without its folder: no such fact
-    assert (
-        own_library_path("/usr/bin/python3: error while loading shared libraries: libcudart.so.12")
-        is None
-    )
-    assert own_library_path("llama-cli: error while loading shared libraries: libllama.so") is None
+    assert server_library("libcudart.so.12") is None
+    assert folder_of("llama-cli") is None
+    cuda = _changes("/usr/bin/python3: error while loading shared libraries: libcudart.so.12: "
+                    "cannot open shared object file\n")  # fmt: skip
+    assert Change("env", "LD_LIBRARY_PATH", "/usr/bin:$LD_LIBRARY_PATH") not in cuda
     changes = _changes(f"{report}: cannot open shared object file: No such file or directory\n")
     assert changes[0] == Change("env", "LD_LIBRARY_PATH", "llama.cpp/build/bin:$LD_LIBRARY_PATH")
     # the bare report still names the package that ships the library

@@ -342,24 +342,18 @@ def driver_library_path(library: str) -> str | None:
     return f"{DRIVER_LIBS}:$LD_LIBRARY_PATH"
 
 
-#: The dynamic loader's report: ``PROGRAM: error while loading shared libraries: LIBRARY``.
-_LOADER_REPORT = re.compile(
-    r"(?P<program>\S*/[^\s/:]+): error while loading shared libraries: (?P<library>[^\s:]+)"
-)
+def server_library(library: str) -> str | None:
+    """``library`` when it is an inference server's own (libllama.so, libggml.so: a build
+    puts them beside its programs), else None."""
+    package = package_of_library(library)
+    return library if package is not None and is_server_package(package) else None
 
 
-def own_library_path(report: str) -> str | None:
-    """The loader path with the program's own folder first, when the library the loader
-    could not find is the server's own (a build puts libllama.so beside llama-server, an
-    image keeps them together): None for any other library, or a program named without
-    its folder."""
-    m = _LOADER_REPORT.search(report)
-    if m is None:
-        return None
-    package = package_of_library(m.group("library"))
-    if package is None or not is_server_package(package):
-        return None
-    return f"{m.group('program').rsplit('/', 1)[0] or '/'}:$LD_LIBRARY_PATH"
+def folder_of(path: str) -> str | None:
+    """The folder a file's path names (``build/bin/llama-server`` → ``build/bin``); None for
+    a bare name, which says nothing of where the file is."""
+    folder, slash, _ = path.strip().rpartition("/")
+    return (folder or "/") if slash else None
 
 
 #: Placeholder filters for rule templates: ``{group|name}``.
@@ -372,7 +366,8 @@ FILTERS: dict[str, Callable[[str], str | None]] = {
     "lib_package": package_of_library,
     "cuda_lib": cuda_library,
     "cuda_lib_path": cuda_library_path,
-    "own_lib_path": own_library_path,
+    "server_lib": server_library,
+    "folder": folder_of,
     "driver_lib_path": driver_library_path,
     "header_package": package_of_header,
     "exe_package": package_of_executable,
