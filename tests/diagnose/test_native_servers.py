@@ -302,6 +302,39 @@ def test_a_forks_own_sources_name_the_package_to_change() -> None:
     assert "llama.cpp" in packages["plain"] and "ik_llama.cpp" not in packages["plain"]
 
 
+@pytest.mark.parametrize(
+    ("folder", "package"),
+    [
+        # a binding's CI build of its own copy of llama.cpp
+        ("/home/runner/work/xllamacpp/xllamacpp/thirdparty/llama.cpp", "xllamacpp"),
+        # pip's temporary build folder and an unpacked sdist carry a hash and a version
+        (
+            "/tmp/pip-install-zh/llama-cpp-python_c40ab0ad2da54363b5e19e835a1b6768/vendor/llama.cpp",
+            "llama-cpp-python",
+        ),
+        ("/tmp/tmpd_qz/llama_cpp_python-0.3.6/vendor/llama.cpp", "llama-cpp-python"),
+        # a repository named after the package it builds wheels of
+        (
+            "/home/runner/work/llama-cpp-python-cuBLAS-wheels/llama-cpp-python-cuBLAS-wheels/vendor/llama.cpp",
+            "llama-cpp-python",
+        ),
+        # llama.cpp's own CI: its own package
+        ("/home/runner/work/llama.cpp/llama.cpp", "llama.cpp"),
+    ],
+)
+def test_a_project_that_vendors_llama_cpp_is_the_package_to_change(
+    folder: str, package: str
+) -> None:
+    d = diagnose_text(
+        "common_init_from_params: warming up the model with an empty run - please wait ...\n"
+        f"{folder}/ggml/src/ggml-cuda/ggml-cuda.cu:96: CUDA error\n"
+        "CUDA error: an illegal memory access was encountered\n"
+    )
+    releases = {c.name for h in d.hypotheses for c in h.changes if c.kind == "package"}
+    assert package in releases
+    assert releases.isdisjoint({"xllamacpp", "llama-cpp-python", "llama.cpp"} - {package})
+
+
 def test_localai_is_recognised_by_its_backend_lines_and_owns_its_backends_abi() -> None:
     d = diagnose_text(
         "+ exec /backends/cuda12-vllm-cpp/lib/ld.so /backends/cuda12-vllm-cpp/vllm-cpp\n"

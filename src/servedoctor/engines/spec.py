@@ -87,6 +87,11 @@ class EngineSpec(_Strict):
         default_factory=list,
         description="forks shipped under another name, told apart by their log lines",
     )
+    sources: list[str] = Field(
+        default_factory=list,
+        description="folder names of its source tree when another project vendors it "
+        "(``<project>/thirdparty/llama.cpp/…``): that project's package is the one to change",
+    )
     embeds: list[str] = Field(
         default_factory=list,
         description="engines it runs inside (Ollama runs llama.cpp): their lines in its log "
@@ -180,12 +185,47 @@ def build_of(engine: str | None, lines: Iterable[str]) -> str | None:
     spec = all_engines().get(engine or "")
     if spec is None:
         return None
-    if spec.builds:
+    vendored = _vendored_re(tuple(spec.sources)) if spec.sources else None
+    if spec.builds or vendored:
         for line in lines:
             for build in spec.builds:
                 if build.regex.search(line):
                     return build.distribution
+            m = vendored.search(line) if vendored else None
+            if m is not None:
+                return _project_name(m.group("project"))
     return spec.distribution
+
+
+#: the folders projects keep other projects' sources in (git submodules, vendored copies)
+_VENDOR_DIRS = r"(?:thirdparty|third_party|3rdparty|third-party|vendor|vendored|external|deps)"
+
+
+#: what a build adds to a project's folder name: pip's temporary build folder's hash
+#: (``llama-cpp-python_c40ab0ad…``), an unpacked sdist's version (``llama_cpp_python-0.3.6``)
+_BUILD_SUFFIX = re.compile(r"_[0-9a-f]{32}$|-v?\d+(?:\.\d+)+[\w.+-]*$")
+
+
+def _project_name(folder: str) -> str:
+    """The distribution a project's source folder holds (PEP 503 normalized); a repository
+    named after a server's package and what it does with it (``llama-cpp-python-cuBLAS-wheels``
+    builds llama-cpp-python's wheels) holds that package."""
+    from servedoctor.knowledge.facts import is_server_package
+
+    name = re.sub(r"[-_.]+", "-", _BUILD_SUFFIX.sub("", folder)).lower()
+    words = name.split("-")
+    for n in range(len(words) - 1, 0, -1):
+        if is_server_package("-".join(words[:n])):
+            return "-".join(words[:n])
+    return name
+
+
+@lru_cache(maxsize=16)
+def _vendored_re(sources: tuple[str, ...]) -> re.Pattern[str]:
+    """A source path of a project that builds the engine from its own copy of it:
+    ``/home/runner/work/xllamacpp/xllamacpp/thirdparty/llama.cpp/ggml/…`` → xllamacpp."""
+    names = "|".join(re.escape(s) for s in sources)
+    return re.compile(rf"[\\/](?P<project>[A-Za-z][\w.-]+)[\\/]{_VENDOR_DIRS}[\\/](?:{names})[\\/]")
 
 
 def get_engine(name: str) -> EngineSpec:
