@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -85,6 +87,20 @@ def test_directory_is_bad_input(tmp_path: Path) -> None:
 def test_stdin_is_read_with_dash(examples: Path) -> None:
     data = (examples / "glm5-decode-device-assert.log").read_bytes()
     proc = run("diagnose", "--json", "-", stdin=data)
+    assert proc.returncode == 1
+    assert json.loads(proc.stdout)["phase"] == "decode"
+
+
+def test_a_pipe_named_as_a_path_is_read_like_a_file(examples: Path, tmp_path: Path) -> None:
+    # `servedoctor diagnose <(zcat server.log.gz)`: a FIFO cannot seek back after the check
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    data = (examples / "glm5-decode-device-assert.log").read_bytes()
+    writer = threading.Thread(target=fifo.write_bytes, args=(data,))
+    writer.start()
+    proc = run("diagnose", "--json", str(fifo))
+    writer.join(timeout=10)
+    assert "Traceback" not in proc.stderr
     assert proc.returncode == 1
     assert json.loads(proc.stdout)["phase"] == "decode"
 

@@ -97,8 +97,11 @@ def _open_log(path: str | Path) -> Iterator[tuple[str, BinaryIO]]:
                 raise UserError(f"{name}: empty file, nothing to diagnose")
             if _looks_binary(head):
                 raise UserError(f"{name}: binary file, not a text log")
-            f.seek(0)
-            yield name, f
+            if f.seekable():
+                f.seek(0)
+                yield name, f
+            else:  # a pipe or FIFO (``<(zcat log.gz)``): what was read is put back in front
+                yield name, io.BufferedReader(_Prepend(head, f))
     except PermissionError as exc:
         raise UserError(f"{name}: cannot read ({exc.strerror})") from exc
     except IsADirectoryError as exc:
