@@ -93,6 +93,8 @@ TARGETS = {
     "holdout71": (13, 0.69, 0.84, 0.84),
     "holdout72": (15, 0.73, 0.4, 0.46),
     "holdout73": (22, 0.54, 0.40, 0.63),
+    "holdout74": (12, 0.75, 0.25, 0.58),
+    "holdout75": (11, 0.63, 0.54, 0.63),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -157,6 +159,8 @@ FIX_TARGETS = {
     "holdout71": 0.12,
     "holdout72": 0.1,
     "holdout73": 0.21,
+    "holdout74": 0.58,
+    "holdout75": 0.3,
 }
 
 
