@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from servedoctor.diagnose import diagnose_text
 from servedoctor.diagnose.fixmatch import same_fix
-from servedoctor.diagnose.owner import engine_release
+from servedoctor.diagnose.owner import RAISER_CONFIDENCE, engine_release
 from servedoctor.logs.model import Frame
 from servedoctor.model import Change, Hypothesis
 
@@ -54,16 +54,29 @@ def test_a_cuda_error_does_not_blame_the_package_it_surfaced_in() -> None:
     assert "flashinfer-python" not in names
 
 
-def test_a_failure_inside_the_engine_offers_its_release_as_a_fill_in() -> None:
+def test_a_failure_inside_the_engine_offers_its_release_among_the_first_three() -> None:
     log = VLLM + _traceback(
         ("vllm/worker/worker_base.py", "execute_model"),
         ("vllm/model_executor/models/llama.py", "forward"),
         error="RuntimeError: something inside the model went wrong",
     )
     hypotheses = diagnose_text(log).hypotheses
-    assert ("vllm", "the release before 0.11.0") in _packages(hypotheses)
+    assert ("vllm", "the release before 0.11.0") in _packages(hypotheses[:3])
+    # above the class's generic switches; below what a rule or the raising package's own
+    # code says
     release = next(h for h in hypotheses if h.changes[0].name == "vllm")
-    assert release.confidence < min(h.confidence for h in hypotheses if h is not release)
+    generic = [h.confidence for h in hypotheses if h.id.startswith("FALL")]
+    assert generic and release.confidence > max(generic)
+    assert release.confidence < RAISER_CONFIDENCE
+    recognised = diagnose_text(
+        VLLM
+        + _traceback(
+            ("vllm/worker/worker_base.py", "execute_model"),
+            ("vllm/model_executor/models/llama.py", "forward"),
+            error="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        )
+    ).hypotheses
+    assert recognised[0].changes[0].kind != "package"
 
 
 def test_no_engine_release_for_a_taken_port() -> None:

@@ -481,6 +481,7 @@ def diagnose_observations(
         engine=obs.engine,
         engine_version=obs.engine_version,
         distribution=obs.distribution,
+        recognised=root_hit is not None and not root_hit.rule.fallback,
     )
     library = culprit_release(error_class, culprit, obs.engine)
     if library is not None:
