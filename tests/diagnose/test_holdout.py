@@ -95,6 +95,7 @@ TARGETS = {
     "holdout73": (22, 0.54, 0.40, 0.63),
     "holdout74": (12, 0.75, 0.25, 0.58),
     "holdout75": (11, 0.63, 0.54, 0.63),
+    "holdout76": (12, 0.66, 0.66, 0.83),
 }
 
 #: sets whose cases carry the fix their thread confirmed → least fix@3 (first three hypotheses)
@@ -161,6 +162,7 @@ FIX_TARGETS = {
     "holdout73": 0.21,
     "holdout74": 0.58,
     "holdout75": 0.3,
+    "holdout76": 0.18,
 }
 
 
