@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from servedoctor.datafile import load_yaml
+from servedoctor.knowledge.facts import is_server_package
 from servedoctor.taxonomy import Phase
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -210,8 +211,6 @@ def _project_name(folder: str) -> str:
     """The distribution a project's source folder holds (PEP 503 normalized); a repository
     named after a server's package and what it does with it (``llama-cpp-python-cuBLAS-wheels``
     builds llama-cpp-python's wheels) holds that package."""
-    from servedoctor.knowledge.facts import is_server_package
-
     name = re.sub(r"[-_.]+", "-", _BUILD_SUFFIX.sub("", folder)).lower()
     words = name.split("-")
     for n in range(len(words) - 1, 0, -1):
