@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from functools import cached_property, lru_cache
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict, Field
 
 from servedoctor.datafile import load_yaml
@@ -211,7 +212,7 @@ def _project_name(folder: str) -> str:
     """The distribution a project's source folder holds (PEP 503 normalized); a repository
     named after a server's package and what it does with it (``llama-cpp-python-cuBLAS-wheels``
     builds llama-cpp-python's wheels) holds that package."""
-    name = re.sub(r"[-_.]+", "-", _BUILD_SUFFIX.sub("", folder)).lower()
+    name = canonicalize_name(_BUILD_SUFFIX.sub("", folder))
     words = name.split("-")
     for n in range(len(words) - 1, 0, -1):
         if is_server_package("-".join(words[:n])):
